@@ -1,0 +1,38 @@
+"""`ragcost validate` and `ragcost schema`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def validate(pipeline: Path = typer.Argument(..., help="pipeline YAML")) -> None:
+    """Check a pipeline and the index and price files it names, without running anything."""
+    from ragcost.pipeline import Pipeline
+
+    pipe = Pipeline.load(pipeline)
+    pipe.check()
+    ic = pipe.index_config
+    stages = ", ".join(["embed"] + [s.type for s in pipe.config.stages])
+    typer.echo(
+        f"{pipeline}: ok — store {pipe.config.store_url}; index {ic.backend}/{ic.kind} build {ic.build} search {ic.search}; "
+        f"stages {stages}; price book {pipe.price_book_path} ({pipe.price_book.version})"
+    )
+
+
+def schema(
+    kind: str = typer.Argument("pipeline", help="pipeline | index | pricing"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="write to a file instead of stdout"),
+) -> None:
+    """Print the JSON Schema of a YAML file kind, for editor autocompletion."""
+    from ragcost.config.schema import json_schema
+
+    text = json.dumps(json_schema(kind), indent=2)
+    if out:
+        out.write_text(text + "\n", encoding="utf-8")
+        typer.echo(f"wrote {out}")
+    else:
+        typer.echo(text)

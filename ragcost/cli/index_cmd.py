@@ -1,0 +1,50 @@
+"""`ragcost index PIPELINE [--source PATH] [--prune]`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def index(
+    pipeline: Path = typer.Argument(..., help="pipeline YAML"),
+    source: Optional[str] = typer.Option(None, "--source", help="file or folder to read instead of the pipeline's source"),
+    prune: bool = typer.Option(False, "--prune", help="remove stored documents that are gone from the source"),
+) -> None:
+    """Read the source, embed only new or changed documents, and rebuild the index if anything changed."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from ragcost.indexing import run_index
+    from ragcost.pipeline import Pipeline
+
+    console = Console(stderr=True)
+    pipe = Pipeline.load(pipeline)
+    try:
+        with Progress(TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), TextColumn("documents"), TimeRemainingColumn(), console=console, transient=True) as bar:
+            task = bar.add_task("embed", total=None)
+            summary = run_index(pipe, source=source, prune=prune, progress=lambda done, total: bar.update(task, completed=done, total=total))
+    finally:
+        pipe.close()
+    rep = summary.report
+    if summary.re_embed_reason:
+        typer.echo(f"note: {summary.re_embed_reason}; every document was re-embedded")
+    if rep.skipped:
+        typer.echo(f"warning: skipped {len(rep.skipped)} input(s): " + "; ".join(rep.skipped[:3]) + (" ..." if len(rep.skipped) > 3 else ""))
+    if rep.duplicates:
+        typer.echo(f"warning: {len(rep.duplicates)} duplicate id(s) in the source, the last occurrence kept: " + ", ".join(rep.duplicates[:5]))
+    for w in summary.warnings:
+        typer.echo(f"warning: {w}")
+    typer.echo(
+        f"{summary.documents} documents read: {summary.embedded_documents} embedded ({summary.embedded_chunks} chunks, "
+        f"{summary.embed_seconds:.1f}s), {summary.unchanged} unchanged, {summary.pruned} pruned"
+    )
+    if summary.index_built:
+        typer.echo(
+            f"index built: {pipe.index_config.backend}/{pipe.index_config.kind}, {summary.vector_count} vectors, "
+            f"{summary.index_bytes / 1e6:.1f} MB in memory, {summary.index_seconds:.2f}s -> {pipe.config.index_path}"
+        )
+    else:
+        typer.echo(f"index up to date: {summary.vector_count} vectors at {pipe.config.index_path}")

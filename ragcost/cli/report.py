@@ -1,0 +1,61 @@
+"""``ragcost report``: per stage latency, calls, tokens and dollars from the ledger, with the totals."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ragcost.cost.ledger import DEFAULT_URL
+from ragcost.errors import ConfigError, StoreError
+
+_RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)([mhdw])$")
+_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_since(value: Optional[str], now: Optional[datetime] = None) -> Optional[datetime]:
+    """An ISO date/time (UTC if no zone) or a span back from now: ``30m``, ``24h``, ``7d``, ``2w``."""
+    if not value:
+        return None
+    now = now or datetime.now(timezone.utc)
+    m = _RELATIVE.match(value.strip())
+    if m:
+        return now - timedelta(**{_UNITS[m.group(2)]: float(m.group(1))})
+    try:
+        dt = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise ConfigError(f"--since {value!r}: use an ISO date/time (2026-11-30, 2026-11-30T12:00) or 30m/24h/7d/2w") from None
+    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+def report(
+    ledger: str = typer.Option(DEFAULT_URL, "--ledger", help="SQLAlchemy URL of the ledger (default: the DuckDB file .ragcost/ledger.duckdb)."),
+    since: Optional[str] = typer.Option(None, "--since", help="Only queries at/after this: ISO date/time (UTC) or 30m, 24h, 7d, 2w."),
+    pipeline: Optional[str] = typer.Option(None, "--pipeline", help="Only this pipeline's runs (its name)."),
+    json_: bool = typer.Option(False, "--json", help="Print JSON."),
+    csv_: bool = typer.Option(False, "--csv", help="Print CSV: one row per stage and a (total) row."),
+) -> None:
+    """Per stage p50/p95/p99, calls, tokens and $ per query; $ per 1k queries, per success, per useful document."""
+    from ragcost.cost.report import build_report, to_csv, to_json, to_rich_table
+
+    if json_ and csv_:
+        raise ConfigError("--json and --csv are exclusive; pick one")
+    if ledger.startswith("duckdb:///") and not ledger.startswith("duckdb:///:memory:"):
+        path = Path(ledger[len("duckdb:///"):])
+        if not path.is_file():
+            raise StoreError(f"no ledger at {path}; run `ragcost query` or `ragcost eval` first, or pass --ledger URL")
+    rep = build_report(ledger, parse_since(since), pipeline)
+    if json_:
+        typer.echo(to_json(rep))
+    elif csv_:
+        typer.echo(to_csv(rep), nl=False)
+    else:
+        from rich.console import Console
+
+        if not rep.totals.queries:
+            typer.echo("no queries in the ledger for this selection")
+            return
+        Console(soft_wrap=True).print(to_rich_table(rep))

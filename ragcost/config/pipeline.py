@@ -1,0 +1,99 @@
+"""The pipeline YAML: one pydantic model per block, validated once at load."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ragcost.config.fields import FieldType, parse_fields
+from ragcost.config.index import IndexConfig
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SourceConfig(_Strict):
+    path: Optional[str] = Field(None, description="file or folder, relative to the pipeline file")
+    reader: Optional[str] = Field(None, description="jsonl | csv | parquet | folder | beir | pydoc-topics; inferred from path when omitted")
+
+
+class ChunkingConfig(_Strict):
+    size: int = Field(256, ge=8, description="tokens per chunk, counted with the embedder's own tokenizer")
+    overlap: int = Field(32, ge=0, description="tokens shared by consecutive chunks")
+    unit: Literal["tokens"] = "tokens"
+
+    @model_validator(mode="after")
+    def _overlap(self) -> "ChunkingConfig":
+        if self.overlap >= self.size:
+            raise ValueError(f"overlap ({self.overlap}) must be smaller than size ({self.size})")
+        return self
+
+
+class EmbedConfig(_Strict):
+    type: str = Field("sentence-transformers", description="embedder backend")
+    model: str = Field("all-MiniLM-L6-v2", description="a packaged model name or a local model folder; nothing is downloaded")
+    dim: Optional[int] = Field(None, ge=8, description="truncate to this many dimensions and re-normalise; default: the model's")
+    precision: Literal["float32", "float16", "int8", "binary"] = Field("float32", description="how the index stores vectors")
+    batch_size: int = Field(64, ge=1, description="texts per encode batch")
+    device: Literal["cpu", "cuda", "auto"] = Field("auto", description="auto = cuda when available")
+    resource: Optional[str] = Field(None, description="price-book resource; default: the pipeline's")
+
+
+class StageConfig(BaseModel):
+    """A stage: ``type`` names a registered stage, the other keys are its own params (validated by it)."""
+
+    model_config = ConfigDict(extra="allow")
+    type: str
+
+
+class PipelineConfig(_Strict):
+    name: str = Field(description="short name; names the store tables and the index folder")
+    store: Optional[str] = Field(None, description="SQLAlchemy URL; default duckdb:///.ragcost/<name>.duckdb")
+    metadata: dict[str, str] = Field(default_factory=dict, description='typed filterable fields, e.g. {year: int, tags: "list[str]"}')
+    source: Optional[Union[str, SourceConfig]] = Field(None, description="default source for `ragcost index`")
+    chunking: ChunkingConfig = Field(default_factory=ChunkingConfig)
+    embed: EmbedConfig = Field(default_factory=EmbedConfig)
+    index: Union[str, IndexConfig] = Field(default_factory=IndexConfig, description="an index YAML path or an inline index config")
+    index_dir: Optional[str] = Field(None, description="where the built index lives; default .ragcost/<name>/index")
+    pricing: str = Field("pricing/default.yaml", description="price book, relative to the pipeline file or the working directory")
+    resource: str = Field("cpu", description="price-book resource that time-priced stages run on")
+    stages: list[StageConfig] = Field(default_factory=lambda: [StageConfig(type="retrieve")])
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}", v):
+            raise ValueError("use letters, digits, '-' and '_' (it names tables and folders)")
+        return v
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, v: dict[str, str]) -> dict[str, str]:
+        parse_fields(v)
+        return v
+
+    @property
+    def fields(self) -> dict[str, FieldType]:
+        return parse_fields(self.metadata)
+
+    @property
+    def store_url(self) -> str:
+        return self.store or f"duckdb:///.ragcost/{self.name}.duckdb"
+
+    @property
+    def index_path(self) -> Path:
+        return Path(self.index_dir or f".ragcost/{self.name}/index")
+
+    @property
+    def source_config(self) -> SourceConfig:
+        if self.source is None:
+            return SourceConfig()
+        return SourceConfig(path=self.source) if isinstance(self.source, str) else self.source
+
+
+def stage_params(stage: StageConfig) -> dict[str, Any]:
+    return {k: v for k, v in stage.model_dump().items() if k != "type"}

@@ -1,0 +1,181 @@
+"""The one place cost is computed, from usage records and a price book.
+
+Time-priced resources. A record is ``items`` requests that kept the instance busy for
+``wall_seconds``. The busy period costs ``wall_seconds * usd_per_hour / 3600`` -- once, however
+many requests shared it. The requests sharing it are ``record.shared_by`` when the runner
+measured them (a batch's items plus concurrent streams), otherwise ``items * concurrency`` (the
+book's declared concurrency: how many such calls the instance runs at once). One request pays
+``period / sharers``; the record pays ``period * items / sharers``. So N concurrent records that
+each say ``shared_by=N`` together pay the period once, never N times.
+
+Token-priced resources. ``input_tokens`` are uncached input, ``cached_input_tokens`` cached
+input (``None`` = the server did not say: nothing is billed at the cached price, the uncached
+count stands as reported), ``output_tokens`` output; prices are per 1M. A request's share of a
+batch call is the call's cost / items.
+
+Storage. ``GB`` is GiB (2**30 bytes). The index's RAM and disk GiB-months divided by the book's
+``queries_per_month`` is what storage adds to every query.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from ragcost.cost.pricebook import PriceBook, StorageResource, TimeResource, TokenResource
+from ragcost.cost.usage import UsageRecord
+from ragcost.errors import ConfigError, StageError
+
+GIB = 2**30
+STORAGE_STAGE = "storage"
+
+
+def sharers(record: UsageRecord, book: PriceBook) -> int:
+    """How many requests shared this record's busy time (time-priced resources)."""
+    res = book.resource(record.resource, f"stage {record.stage!r}")
+    conc = res.concurrency if isinstance(res, TimeResource) else 1
+    n = record.shared_by if record.shared_by is not None else record.items * conc
+    if record.items < 1 or n < record.items:
+        raise StageError(
+            f"stage {record.stage!r}: usage record has items={record.items}, shared_by={record.shared_by}; "
+            "items must be >= 1 and shared_by (requests sharing the busy time) >= items"
+        )
+    return n
+
+
+def busy_period_cost(record: UsageRecord, book: PriceBook) -> float:
+    """What the instance cost for the record's whole busy period (time-priced only)."""
+    res = _resource(record, book, TimeResource)
+    return record.wall_seconds * res.usd_per_hour / 3600.0
+
+
+def _resource(record: UsageRecord, book: PriceBook, want: type | None = None):
+    res = book.resource(record.resource, f"stage {record.stage!r}")
+    if isinstance(res, StorageResource):
+        raise ConfigError(
+            f"stage {record.stage!r}: resource {record.resource!r} is a storage price; a stage call must use a "
+            "time or tokens resource (storage enters per query via storage_cost_per_query)"
+        )
+    if want is not None and not isinstance(res, want):
+        raise ConfigError(f"stage {record.stage!r}: resource {record.resource!r} is {res.kind}-priced, not {want.__name__}")
+    return res
+
+
+def token_cost(record: UsageRecord, res: TokenResource) -> float:
+    """The whole call's token bill."""
+    return (
+        (record.input_tokens or 0) * res.input_per_1m
+        + (record.cached_input_tokens or 0) * res.cached_price
+        + (record.output_tokens or 0) * res.output_per_1m
+    ) / 1e6
+
+
+def cost_of(record: UsageRecord, book: PriceBook) -> float:
+    """Dollars this record's requests pay together (all items of the call, retries and failures included)."""
+    res = _resource(record, book)
+    if isinstance(res, TokenResource):
+        return token_cost(record, res)
+    return busy_period_cost(record, book) * record.items / sharers(record, book)
+
+
+def share_of(record: UsageRecord, book: PriceBook) -> float:
+    """Dollars one request of this record pays."""
+    res = _resource(record, book)
+    if isinstance(res, TokenResource):
+        return token_cost(record, res) / max(record.items, 1)
+    return busy_period_cost(record, book) / sharers(record, book)
+
+
+def storage_cost_per_query(ram_bytes: float, disk_bytes: float, book: PriceBook, resource: str = "storage") -> float:
+    """Amortised $ per query of keeping the index in RAM and on disk (GiB-months / queries_per_month)."""
+    res = book.resource(resource, "storage")
+    if not isinstance(res, StorageResource):
+        raise ConfigError(f"resource {resource!r} in {book.name} is {res.kind}-priced; storage needs kind: storage")
+    monthly = ram_bytes / GIB * res.ram_usd_per_gb_month + disk_bytes / GIB * res.disk_usd_per_gb_month
+    return monthly / book.queries_per_month
+
+
+def new_id() -> str:
+    """Ids are uuid4 hex: portable across DuckDB and PostgreSQL, no sequences."""
+    return uuid.uuid4().hex
+
+
+def stage_row(record: UsageRecord, book: PriceBook, call_id: str | None = None) -> dict[str, Any]:
+    """The ledger row of one request of this call: the call's totals plus this request's ``cost_usd``."""
+    return {
+        "call_id": call_id or new_id(),
+        "stage": record.stage,
+        "resource": record.resource,
+        "wall_seconds": float(record.wall_seconds),
+        "items": record.items,
+        "shared_by": sharers(record, book) if isinstance(_resource(record, book), TimeResource) else record.items,
+        "calls": record.calls,
+        "retries": record.retries,
+        "failures": record.failures,
+        "input_tokens": record.input_tokens,
+        "cached_input_tokens": record.cached_input_tokens,
+        "output_tokens": record.output_tokens,
+        "bytes": record.bytes,
+        "cost_usd": share_of(record, book),
+    }
+
+
+def storage_row(ram_bytes: float, disk_bytes: float, book: PriceBook, resource: str = "storage") -> dict[str, Any]:
+    """The ledger row that charges one query its amortised index storage (no call, no latency)."""
+    return {
+        "call_id": new_id(),
+        "stage": STORAGE_STAGE,
+        "resource": resource,
+        "wall_seconds": 0.0,
+        "items": 1,
+        "shared_by": 1,
+        "calls": 0,  # not a call: kept out of latency percentiles and calls/query
+        "retries": 0,
+        "failures": 0,
+        "input_tokens": None,
+        "cached_input_tokens": None,
+        "output_tokens": None,
+        "bytes": int(ram_bytes + disk_bytes),
+        "cost_usd": storage_cost_per_query(ram_bytes, disk_bytes, book, resource),
+    }
+
+
+@dataclass
+class StageCost:
+    """Running totals of one stage over many records."""
+
+    stage: str
+    usd: float = 0.0
+    calls: int = 0
+    items: int = 0
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    cached_unknown: int = 0  # calls whose server did not report cached tokens
+    wall_seconds: list[float] = field(default_factory=list)
+
+    def add(self, record: UsageRecord, book: PriceBook) -> None:
+        self.usd += cost_of(record, book)
+        self.calls += record.calls
+        self.items += record.items
+        self.input_tokens += record.input_tokens or 0
+        self.output_tokens += record.output_tokens or 0
+        if record.cached_input_tokens is None:
+            self.cached_unknown += 1
+        else:
+            self.cached_input_tokens += record.cached_input_tokens
+        self.wall_seconds.append(record.wall_seconds)
+
+
+def by_stage(records: Iterable[UsageRecord], book: PriceBook) -> dict[str, StageCost]:
+    """Records summed per stage, in first-seen order."""
+    out: dict[str, StageCost] = {}
+    for r in records:
+        out.setdefault(r.stage, StageCost(r.stage)).add(r, book)
+    return out
+
+
+def total_cost(records: Iterable[UsageRecord], book: PriceBook) -> float:
+    """All dollars of these records."""
+    return sum(cost_of(r, book) for r in records)

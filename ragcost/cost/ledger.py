@@ -1,0 +1,218 @@
+"""The cost ledger: runs, queries and stage calls in SQL tables, through SQLAlchemy Core.
+
+Default URL ``duckdb:///.ragcost/ledger.duckdb`` (duckdb-engine); a team's PostgreSQL works by
+URL (``postgresql+psycopg://...``). Ids are uuid4 hex strings: no autoincrement or sequences,
+which duckdb-engine handles badly. Times are naive UTC.
+
+Schema
+------
+``rc_ledger_runs``: one per ``ragcost query`` invocation or evaluation run.
+    run_id (pk), kind ('query' | 'eval'), pipeline, started_at, finished_at (NULL while running),
+    price_book_version, config (JSON text).
+``rc_ledger_queries``: one per query.
+    query_id (pk), run_id, at, text, ok (the request succeeded), useful (useful documents
+    delivered), cost_usd (sum of its stage rows), retrieved (documents in the final context), error.
+``rc_ledger_stage_calls``: one per (query, stage call).
+    id (pk), query_id, run_id, call_id (the rows of one batch call share it), seq (stage order
+    within the query), stage, resource,
+    wall_seconds, items, shared_by, calls, retries, failures, input_tokens, cached_input_tokens
+    (NULL = the server did not say), output_tokens, bytes -- these are the *call's* totals, so
+    sum them over distinct call_id -- and cost_usd, *this query's* share of the call, so sum it
+    over rows. Amortised storage is a row with stage 'storage' and calls 0.
+
+Migrations are additive: missing tables and columns are created, nothing is ever dropped.
+Each query's rows are written in one transaction: a crash leaves no partial query.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+import sqlalchemy as sa
+
+from ragcost.errors import StoreError
+
+DEFAULT_URL = "duckdb:///.ragcost/ledger.duckdb"
+
+metadata = sa.MetaData()
+
+runs = sa.Table(
+    "rc_ledger_runs", metadata,
+    sa.Column("run_id", sa.String(32), primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("pipeline", sa.String(200), nullable=False),
+    sa.Column("started_at", sa.DateTime, nullable=False),
+    sa.Column("finished_at", sa.DateTime),
+    sa.Column("price_book_version", sa.String(64)),
+    sa.Column("config", sa.Text),
+)
+
+queries = sa.Table(
+    "rc_ledger_queries", metadata,
+    sa.Column("query_id", sa.String(64), primary_key=True),
+    sa.Column("run_id", sa.String(32), nullable=False, index=True),
+    sa.Column("at", sa.DateTime, nullable=False, quote=True),  # AT is reserved in DuckDB
+    sa.Column("text", sa.Text),
+    sa.Column("ok", sa.Boolean, nullable=False),
+    sa.Column("useful", sa.Integer, nullable=False),
+    sa.Column("cost_usd", sa.Double, nullable=False),
+    sa.Column("retrieved", sa.Integer, nullable=False),
+    sa.Column("error", sa.Text),
+)
+
+stage_calls = sa.Table(
+    "rc_ledger_stage_calls", metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("query_id", sa.String(64), nullable=False, index=True),
+    sa.Column("run_id", sa.String(32), nullable=False),
+    sa.Column("call_id", sa.String(64), nullable=False),
+    sa.Column("seq", sa.Integer),  # the row's position within its query: stage order
+    sa.Column("stage", sa.String(100), nullable=False),
+    sa.Column("resource", sa.String(200), nullable=False),
+    sa.Column("wall_seconds", sa.Double, nullable=False),
+    sa.Column("items", sa.Integer, nullable=False),
+    sa.Column("shared_by", sa.Integer, nullable=False),
+    sa.Column("calls", sa.Integer, nullable=False),
+    sa.Column("retries", sa.Integer, nullable=False),
+    sa.Column("failures", sa.Integer, nullable=False),
+    sa.Column("input_tokens", sa.BigInteger),
+    sa.Column("cached_input_tokens", sa.BigInteger),
+    sa.Column("output_tokens", sa.BigInteger),
+    sa.Column("bytes", sa.BigInteger, nullable=False),
+    sa.Column("cost_usd", sa.Double, nullable=False),
+)
+
+_STAGE_DEFAULTS = {"items": 1, "calls": 1, "retries": 0, "failures": 0, "bytes": 0, "wall_seconds": 0.0,
+                   "input_tokens": None, "cached_input_tokens": None, "output_tokens": None}
+
+
+def utcnow() -> datetime:
+    """Naive UTC, so DuckDB and PostgreSQL store the same thing."""
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def _new_id() -> str:
+    from ragcost.cost.compute import new_id
+
+    return new_id()
+
+
+class Ledger:
+    """The ledger at ``url``; tables are created or extended (never dropped) on open."""
+
+    def __init__(self, url: str = DEFAULT_URL):
+        self.url = url
+        if url.startswith("duckdb:///") and not url.startswith("duckdb:///:memory:"):
+            Path(url[len("duckdb:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.engine = sa.create_engine(url)
+            self.migrate()
+        except StoreError:
+            raise
+        except Exception as e:  # a bad URL or an unreachable server: one line, with the fix
+            raise StoreError(f"ledger {url}: cannot open ({type(e).__name__}: {str(e).splitlines()[0]}); "
+                             "check the SQLAlchemy URL, e.g. duckdb:///.ragcost/ledger.duckdb") from None
+
+    def migrate(self) -> None:
+        """Create missing tables, add missing columns; never drop or alter what is there."""
+        metadata.create_all(self.engine, checkfirst=True)
+        with self.engine.begin() as conn:
+            for table in metadata.sorted_tables:
+                # Not sa.inspect().get_columns: duckdb-engine's reflection breaks on SQLAlchemy 2.1
+                # (pg_collation); an empty SELECT's keys work on every backend.
+                have = set(conn.execute(sa.select(sa.text("*")).select_from(sa.table(table.name)).limit(0)).keys())
+                for col in table.columns:
+                    if col.name not in have:
+                        coltype = col.type.compile(dialect=self.engine.dialect)
+                        conn.execute(sa.text(f'ALTER TABLE {table.name} ADD COLUMN "{col.name}" {coltype}'))
+
+    def close(self) -> None:
+        # DuckDB allows one writing process: release the file as soon as a command is done.
+        self.engine.dispose()
+
+    def __enter__(self) -> "Ledger":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start_run(self, kind: str, pipeline: str, book_version: str | None, config: dict | None = None) -> str:
+        """Open a run and return its id."""
+        if kind not in ("query", "eval"):
+            raise StoreError(f"ledger: run kind {kind!r} is not 'query' or 'eval'")
+        run_id = _new_id()
+        with self.engine.begin() as conn:
+            conn.execute(sa.insert(runs).values(
+                run_id=run_id, kind=kind, pipeline=pipeline, started_at=utcnow(),
+                price_book_version=book_version, config=json.dumps(config or {}, default=str, sort_keys=True)))
+        return run_id
+
+    def finish_run(self, run_id: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(sa.update(runs).where(runs.c.run_id == run_id).values(finished_at=utcnow()))
+
+    def record_query(self, run_id: str, query: dict[str, Any], stage_rows: list[dict[str, Any]]) -> str:
+        """Write one query and all its stage rows in ONE transaction; returns the query id."""
+        known = {c.name for c in stage_calls.columns}
+        for row in stage_rows:
+            extra = set(row) - known
+            if extra:
+                raise StoreError(f"ledger: stage row has unknown column(s) {sorted(extra)}; known: {sorted(known)}")
+            missing = {"stage", "resource", "cost_usd"} - {k for k, v in row.items() if v is not None}
+            if missing:
+                raise StoreError(f"ledger: stage row {row.get('stage', '?')!r} lacks {sorted(missing)}; "
+                                 "build rows with ragcost.cost.compute.stage_row")
+        qid = str(query.get("query_id") or _new_id())
+        rows = []
+        for seq, row in enumerate(stage_rows):
+            full = {**_STAGE_DEFAULTS, **row, "seq": seq}
+            full.setdefault("shared_by", full["items"])
+            full.update(id=_new_id(), query_id=qid, run_id=run_id, call_id=row.get("call_id") or _new_id())
+            rows.append(full)
+        qrow = {
+            "query_id": qid, "run_id": run_id, "at": query.get("at") or utcnow(), "text": query.get("text"),
+            "ok": bool(query.get("ok", True)), "useful": int(query.get("useful", 0)),
+            "cost_usd": float(query["cost_usd"]) if query.get("cost_usd") is not None
+            else sum(float(r["cost_usd"]) for r in rows),
+            "retrieved": int(query.get("retrieved", 0)), "error": query.get("error"),
+        }
+        with self.engine.begin() as conn:  # rolled back as a whole on any error
+            conn.execute(sa.insert(queries).values(**qrow))
+            if rows:
+                conn.execute(sa.insert(stage_calls), rows)
+        return qid
+
+    def read(self, since: datetime | None = None, pipeline: str | None = None) -> tuple[list[dict], list[dict]]:
+        """Queries (with their run's pipeline) and their stage rows, oldest first."""
+        q = sa.select(queries, runs.c.pipeline, runs.c.kind).join(runs, runs.c.run_id == queries.c.run_id)
+        if since is not None:
+            q = q.where(queries.c.at >= _naive_utc(since))
+        if pipeline is not None:
+            q = q.where(runs.c.pipeline == pipeline)
+        q = q.order_by(queries.c.at, queries.c.query_id)
+        with self.engine.connect() as conn:
+            qrows = [dict(r._mapping) for r in conn.execute(q)]
+            ids = [r["query_id"] for r in qrows]
+            srows: list[dict] = []
+            for chunk in _chunks(ids, 500):  # bounded IN lists, for PostgreSQL's parameter limit
+                s = sa.select(stage_calls).where(stage_calls.c.query_id.in_(chunk))
+                srows.extend(dict(r._mapping) for r in conn.execute(s))
+        order = {qid: i for i, qid in enumerate(ids)}
+        srows.sort(key=lambda r: (order[r["query_id"]], r["seq"] if r["seq"] is not None else 0))
+        return qrows, srows
+
+    def list_runs(self) -> list[dict]:
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(sa.select(runs).order_by(runs.c.started_at))]
+
+
+def _naive_utc(dt: datetime) -> datetime:
+    return dt.astimezone(timezone.utc).replace(tzinfo=None) if dt.tzinfo else dt
+
+
+def _chunks(xs: list, n: int) -> Iterable[list]:
+    for i in range(0, len(xs), n):
+        yield xs[i:i + n]

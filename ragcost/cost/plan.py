@@ -1,0 +1,138 @@
+"""Capacity and cost planning: KV cache, sequences per GPU, index RAM, $ per 1M tokens, on-prem payback.
+
+Pure functions over numbers; ``ragcost plan`` prints their inputs beside their results.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Optional
+
+from ragcost.errors import ConfigError
+
+# Bytes per value of a model dtype (KV cache and weights).
+DTYPE_BYTES = {
+    "float32": 4, "fp32": 4, "float": 4,
+    "float16": 2, "fp16": 2, "half": 2, "bfloat16": 2, "bf16": 2,
+    "float8": 1, "fp8": 1, "int8": 1,
+    "int4": 0.5, "fp4": 0.5,
+}
+# Bytes per vector dimension of an index's stored vectors.
+PRECISION_BYTES = {"float32": 4, "float16": 2, "int8": 1, "binary": 1 / 8}
+INDEX_KINDS = ("flat", "hnsw", "ivf_flat", "ivf_pq")
+
+
+def dtype_bytes(dtype: str) -> float:
+    """Bytes per value of ``dtype`` (torch names like ``torch.bfloat16`` accepted)."""
+    key = str(dtype).lower().removeprefix("torch.")
+    if key not in DTYPE_BYTES:
+        raise ConfigError(f"dtype {dtype!r} is unknown; use one of {', '.join(DTYPE_BYTES)}")
+    return DTYPE_BYTES[key]
+
+
+def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, bytes_per_value: float) -> float:
+    """K and V for every layer and KV head: 2 x layers x kv_heads x head_dim x bytes."""
+    return 2 * layers * kv_heads * head_dim * bytes_per_value
+
+
+def model_shape_from_config(path: str | Path) -> dict[str, Any]:
+    """layers, kv_heads, head_dim and dtype from a Hugging Face ``config.json`` (a file or its folder)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    if not p.is_file():
+        raise ConfigError(f"{p}: model config not found; pass the model folder or its config.json")
+    try:
+        cfg = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{p}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
+    cfg = cfg.get("text_config", cfg) if "num_hidden_layers" not in cfg else cfg  # multimodal wrappers
+    for key in ("num_hidden_layers", "num_attention_heads"):
+        if key not in cfg:
+            raise ConfigError(f"{p}: {key} is missing; give --layers/--kv-heads/--head-dim instead")
+    heads = int(cfg["num_attention_heads"])
+    head_dim = cfg.get("head_dim")
+    if head_dim is None:
+        if "hidden_size" not in cfg:
+            raise ConfigError(f"{p}: neither head_dim nor hidden_size is set; give --head-dim")
+        head_dim = int(cfg["hidden_size"]) // heads
+    return {
+        "layers": int(cfg["num_hidden_layers"]),
+        "kv_heads": int(cfg.get("num_key_value_heads") or heads),
+        "head_dim": int(head_dim),
+        "dtype": str(cfg.get("torch_dtype") or cfg.get("dtype") or "float16"),
+    }
+
+
+def sequences_that_fit(gpu_mem_bytes: float, weight_bytes: float, kv_per_token: float, context_tokens: int,
+                       utilization: float = 0.9) -> int:
+    """Whole sequences of ``context_tokens`` whose KV cache fits in ``gpu_mem x utilization`` after the weights.
+
+    Activations and the CUDA graph pool are not counted, so this is an upper bound (vLLM profiles them).
+    """
+    if not 0 < utilization <= 1:
+        raise ConfigError(f"utilization {utilization} must be in (0, 1], like vLLM's gpu_memory_utilization 0.9")
+    free = gpu_mem_bytes * utilization - weight_bytes
+    per_seq = kv_per_token * context_tokens
+    if free <= 0 or per_seq <= 0:
+        return 0
+    return int(free // per_seq)
+
+
+def index_ram_bytes(n: int, dim: int, precision: str = "float32", kind: str = "flat", M: int = 16,
+                    pq_m: Optional[int] = None, nbits: int = 8) -> float:
+    """Bytes an index over ``n`` vectors holds in RAM (vectors and per-vector links/ids; centroids ignored)."""
+    if precision not in PRECISION_BYTES:
+        raise ConfigError(f"precision {precision!r} is unknown; use one of {', '.join(PRECISION_BYTES)}")
+    vec = dim * PRECISION_BYTES[precision]
+    if kind == "flat":
+        per = vec
+    elif kind == "hnsw":
+        per = vec + M * 2 * 4  # hnswlib layer 0: 2M neighbour ids of 4 bytes
+    elif kind == "ivf_flat":
+        per = vec + 8  # inverted lists also store a 64-bit id per vector
+    elif kind == "ivf_pq":
+        if not pq_m:
+            raise ConfigError("index kind ivf_pq needs pq_m (sub-quantizers, --pq-m), e.g. dim/8")
+        per = pq_m * nbits / 8 + 8  # codes + 64-bit id; the full vectors are not kept
+    else:
+        raise ConfigError(f"index kind {kind!r} is unknown; use one of {', '.join(INDEX_KINDS)}")
+    return n * per
+
+
+def usd_per_million_tokens(usd_per_hour: float, tokens_per_second: float, utilization: float = 1.0) -> float:
+    """What 1M tokens cost on an instance producing ``tokens_per_second`` while busy ``utilization`` of the time."""
+    if tokens_per_second <= 0 or not 0 < utilization <= 1:
+        raise ConfigError("tokens_per_second must be > 0 and utilization in (0, 1]")
+    return usd_per_hour / (tokens_per_second * 3600 * utilization) * 1e6
+
+
+def payback_months(purchase_usd: float, cloud_usd_per_hour: float, power_kw: float, usd_per_kwh: float,
+                   utilization: float = 1.0, hours_per_month: float = 730) -> Optional[float]:
+    """Months until owning a GPU beats renting it for the same busy hours; None if it never does.
+
+    Saving per busy hour = cloud $/h - power kW x $/kWh; idle power, space and staff are not counted.
+    """
+    saving = hours_per_month * utilization * (cloud_usd_per_hour - power_kw * usd_per_kwh)
+    if saving <= 0:
+        return None
+    return purchase_usd / saving
+
+
+def human_bytes(n: float) -> str:
+    """Binary and decimal units side by side: ``327,680 B = 320 KiB = 0.328 MB``."""
+    units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    v, i = float(n), 0
+    while abs(v) >= 1024 and i < len(units) - 1:
+        v /= 1024
+        i += 1
+    binary = f"{_trim(v, 2)} {units[i]}"
+    mb = n / 1e6
+    decimal = f"{_trim(mb / 1e3, 3)} GB" if mb >= 1000 else f"{_trim(mb, 3)} MB"
+    return f"{n:,.0f} B = {binary} = {decimal}"
+
+
+def _trim(v: float, places: int) -> str:
+    return f"{v:,.{places}f}".rstrip("0").rstrip(".")

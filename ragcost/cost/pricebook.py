@@ -1,0 +1,144 @@
+"""The versioned price book (``pricing/*.yaml``): what a second of an instance, a token, a GB-month costs.
+
+Three kinds of resource, told apart by ``kind``:
+
+- ``time``: an instance (CPU or GPU) at ``usd_per_hour``; ``concurrency`` is how many requests
+  it serves at once when a usage record does not say how many shared its busy time.
+- ``tokens``: a hosted model or embedding API at $ per 1M input / cached-input / output tokens;
+  without ``cached_input_per_1m`` cached tokens bill at the input price (no discount assumed).
+- ``storage``: $ per GB-month for the index in RAM and on disk, amortised per query by the
+  book's ``queries_per_month``. GB here is GiB (2**30 bytes), as cloud block storage and RAM are sold.
+
+Cost itself is computed in :mod:`ragcost.cost.compute`, never here.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ragcost.config.loader import format_validation_error, read_yaml
+from ragcost.errors import ConfigError
+
+NonNeg = Annotated[float, Field(ge=0)]
+KINDS = ("time", "tokens", "storage")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TimeResource(_Strict):
+    """An instance billed by the hour."""
+
+    kind: Literal["time"]
+    usd_per_hour: NonNeg
+    concurrency: Annotated[int, Field(ge=1)] = 1
+    source: str
+    note: Optional[str] = None
+
+
+class TokenResource(_Strict):
+    """A hosted model billed per 1M tokens."""
+
+    kind: Literal["tokens"]
+    input_per_1m: NonNeg
+    output_per_1m: NonNeg
+    cached_input_per_1m: Optional[NonNeg] = None
+    source: str
+    note: Optional[str] = None
+
+    @property
+    def cached_price(self) -> float:
+        # An unstated cache discount is not assumed: cached tokens bill as input.
+        return self.input_per_1m if self.cached_input_per_1m is None else self.cached_input_per_1m
+
+
+class StorageResource(_Strict):
+    """Index storage billed per GiB-month."""
+
+    kind: Literal["storage"]
+    ram_usd_per_gb_month: NonNeg
+    disk_usd_per_gb_month: NonNeg
+    source: str
+    note: Optional[str] = None
+
+
+Resource = Annotated[Union[TimeResource, TokenResource, StorageResource], Field(discriminator="kind")]
+
+
+class PriceBook(_Strict):
+    """A whole price book; ``name`` is where it came from (for messages), not part of the YAML."""
+
+    version: str
+    as_of: date
+    currency: Literal["USD"] = "USD"
+    queries_per_month: Annotated[int, Field(gt=0)]
+    resources: dict[str, Resource]
+    description: Optional[str] = None
+
+    _name: str = "<price book>"
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def resource(self, name: str, source_hint: str | None = None) -> TimeResource | TokenResource | StorageResource:
+        """The named resource; an unknown name is a ConfigError listing the known ones."""
+        try:
+            return self.resources[name]
+        except KeyError:
+            where = f"{source_hint}: " if source_hint else ""
+            known = ", ".join(sorted(self.resources)) or "(none)"
+            raise ConfigError(
+                f"{where}unknown resource {name!r} in {self._name} (version {self.version}); "
+                f"known: {known}; add it to the price book"
+            ) from None
+
+
+def check_resources(book: PriceBook, refs: dict[str, str]) -> None:
+    """Every resource a pipeline names (name -> "file:line:col" of the reference) must be in the book."""
+    for name, where in refs.items():
+        book.resource(name, where)
+
+
+class _TagStripped:
+    """A ValidationError whose locations skip the union tag, so positions land on the YAML keys."""
+
+    def __init__(self, err: ValidationError):
+        self._errors = err.errors()
+        for e in self._errors:
+            loc = list(e["loc"])
+            if len(loc) >= 3 and loc[0] == "resources" and loc[2] in KINDS:
+                del loc[2]
+            e["loc"] = tuple(loc)
+
+    def errors(self) -> list[dict[str, Any]]:
+        return self._errors
+
+
+def parse_price_book(data: Any, source: str) -> PriceBook:
+    """Validate already-parsed YAML (ruamel tree, for line numbers) as a price book."""
+    if data is None:
+        raise ConfigError(f"{source}: the price book is empty; see pricing/default.yaml for an example")
+    from ragcost.config.loader import plain
+
+    try:
+        book = PriceBook.model_validate(plain(data))
+    except ValidationError as e:
+        raise ConfigError(format_validation_error(_TagStripped(e), source, data)) from None  # type: ignore[arg-type]
+    book._name = source
+    return book
+
+
+def load_price_book(path: str | Path) -> PriceBook:
+    """Read and validate ``pricing/*.yaml``; a bad price names file:line:col and the field."""
+    return parse_price_book(read_yaml(path), str(path))
+
+
+def default_price_book_path() -> Path:
+    """The book shipped with the repository (``pricing/default.yaml``)."""
+    return Path(__file__).resolve().parents[2] / "pricing" / "default.yaml"

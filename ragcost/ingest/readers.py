@@ -1,0 +1,263 @@
+"""Source readers, registered by short name: jsonl, csv, parquet, folder, beir, pydoc-topics.
+
+A reader is ``(path, fields, report) -> Iterator[SourceDocument]``. Bad input is skipped with a
+line in the report (empty or non-UTF-8 files, malformed JSON lines, records without an id,
+documents with neither title nor text); a metadata value of the wrong type is an IngestError,
+because silently dropping a field would change what filters match.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from ragcost.config.fields import FieldType
+from ragcost.errors import IngestError
+from ragcost.ingest.base import IngestReport, SourceDocument
+from ragcost.registry import Registry
+
+Reader = Callable[[Path | None, dict[str, FieldType], IngestReport], Iterator[SourceDocument]]
+reader_registry: Registry[Reader] = Registry("reader")
+TEXT_SUFFIXES = (".txt", ".md")
+
+
+def read_source(path: str | None, reader: str | None, fields: dict[str, FieldType], report: IngestReport) -> Iterator[SourceDocument]:
+    """Documents from ``path`` with the named reader, or the one its path implies; counts them in ``report.read``."""
+    p = Path(path).expanduser() if path else None
+    if reader is None:
+        if p is None:
+            raise IngestError("no source given; pass --source or set source: in the pipeline")
+        if not p.exists():
+            raise IngestError(f"source not found: {p}; pass --source or set source: in the pipeline")
+        reader = infer_reader(p)
+    fn = reader_registry.get(reader)
+    if p is not None and not p.exists():
+        raise IngestError(f"source not found: {p}; pass --source or set source: in the pipeline")
+    for doc in fn(p, fields, report):
+        report.read += 1
+        yield doc
+
+
+def infer_reader(p: Path) -> str:
+    """The reader a path implies: by suffix for files, beir or folder for directories."""
+    name = p.name.lower()
+    if p.is_dir():
+        return "beir" if _beir_corpus(p) else "folder"
+    for suffix, r in ((".jsonl", "jsonl"), (".jsonl.gz", "jsonl"), (".csv", "csv"), (".parquet", "parquet")):
+        if name.endswith(suffix):
+            return r
+    raise IngestError(f"cannot tell the format of {p}; name a reader ({', '.join(reader_registry.names())}) with --reader")
+
+
+def dedupe(docs: Iterable[SourceDocument], report: IngestReport) -> list[SourceDocument]:
+    """One document per id: the LAST occurrence wins (a later line is taken as a correction), at the first one's position; repeats go to report.duplicates."""
+    out: dict[str, SourceDocument] = {}
+    seen = set(report.duplicates)
+    for d in docs:
+        if d.id in out and d.id not in seen:
+            seen.add(d.id)
+            report.duplicates.append(d.id)
+        out[d.id] = d
+    return list(out.values())
+
+
+# -- records -> documents ------------------------------------------------------------------------
+
+
+def _document(rec: dict[str, Any], where: str, fields: dict[str, FieldType], report: IngestReport, from_text: bool = False) -> SourceDocument | None:
+    """A SourceDocument from one record, or None (with a report line) when it has no id or no content."""
+    raw_id = rec.get("id", rec.get("_id"))
+    if raw_id is None or str(raw_id) == "":
+        report.skip(where, "record has no 'id' or '_id'")
+        return None
+    title = "" if rec.get("title") is None else str(rec["title"])
+    text = "" if rec.get("text") is None else str(rec["text"])
+    if not title.strip() and not text.strip():
+        # nothing to embed or retrieve; keeping it would only add an empty vector
+        report.skip(where, f"document {raw_id!s} has no title or text")
+        return None
+    meta = {}
+    for name, ft in fields.items():
+        value = rec.get(name)
+        if value is None or value == "":
+            continue
+        if from_text:
+            value = _from_text(value, ft, where)
+        try:
+            meta[name] = ft.check(value)
+        except ValueError as e:
+            raise IngestError(f"{where}: {e}; expected {ft.spec}: fix the value or declare the field as {_spec_for(value)}") from None
+    return SourceDocument(id=str(raw_id), text=text, title=title, metadata=meta, origin=where)
+
+
+def _from_text(value: Any, ft: FieldType, where: str) -> Any:
+    """Convert a csv cell to the declared type (lists are JSON arrays)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        if ft.is_list:
+            items = json.loads(value)
+            return [_scalar_from_text(x, ft.base) for x in items] if isinstance(items, list) else items
+        return _scalar_from_text(value, ft.base)
+    except (ValueError, json.JSONDecodeError):
+        hint = ' as a JSON array like ["a", "b"]' if ft.is_list else ""
+        raise IngestError(f"{where}: field {ft.name!r} is {ft.spec}; got {value!r}: write it{hint} as a {ft.spec}") from None
+
+
+def _scalar_from_text(x: Any, base: str) -> Any:
+    if not isinstance(x, str):
+        return x
+    s = x.strip()
+    if base == "int":
+        return int(s)
+    if base == "float":
+        return float(s)
+    if base == "bool":
+        low = s.lower()
+        if low in ("true", "1", "yes"):
+            return True
+        if low in ("false", "0", "no"):
+            return False
+        raise ValueError(s)
+    return x
+
+
+def _spec_for(value: Any) -> str:
+    names = {bool: "bool", int: "int", float: "float", str: "str"}
+    if isinstance(value, list):
+        return f"list[{names.get(type(value[0]), 'str')}]" if value else "list[str]"
+    return names.get(type(value), "str")
+
+
+def _read_text(p: Path, report: IngestReport) -> str | None:
+    """A file's text, or None (reported) when it is empty or not UTF-8."""
+    try:
+        raw = gzip.decompress(p.read_bytes()) if p.name.endswith(".gz") else p.read_bytes()
+    except (OSError, EOFError) as e:
+        report.skip(str(p), f"cannot read: {e}")
+        return None
+    if not raw.strip():
+        report.skip(str(p), "empty file")
+        return None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        report.skip(str(p), f"not UTF-8 (byte {e.start}); re-encode it as UTF-8")
+        return None
+
+
+def _need_path(p: Path | None, reader: str) -> Path:
+    if p is None:
+        raise IngestError(f"reader {reader!r} needs a path; pass --source or set source: in the pipeline")
+    return p
+
+
+# -- readers -----------------------------------------------------------------------------------
+
+
+@reader_registry.register("jsonl")
+def read_jsonl(path: Path | None, fields: dict[str, FieldType], report: IngestReport) -> Iterator[SourceDocument]:
+    """One JSON object per line (.jsonl or .jsonl.gz)."""
+    p = _need_path(path, "jsonl")
+    text = _read_text(p, report)
+    if text is None:
+        return
+    for no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{p}:{no}"
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            report.skip(where, f"malformed JSON: {e.msg} at char {e.pos}")
+            continue
+        if not isinstance(rec, dict):
+            report.skip(where, f"expected a JSON object, got {type(rec).__name__}")
+            continue
+        doc = _document(rec, where, fields, report)
+        if doc is not None:
+            yield doc
+
+
+@reader_registry.register("csv")
+def read_csv(path: Path | None, fields: dict[str, FieldType], report: IngestReport) -> Iterator[SourceDocument]:
+    """A CSV file with a header row; cells are converted to the declared types."""
+    p = _need_path(path, "csv")
+    text = _read_text(p, report)
+    if text is None:
+        return
+    csv.field_size_limit(2**31 - 1)  # documents are long; the default 128 KiB cell limit would reject them
+    rows = csv.DictReader(io.StringIO(text, newline=""))
+    for rec in rows:
+        # the header is line 1; a quoted cell may span lines, so ask the reader where it is
+        where = f"{p}:{rows.line_num}"
+        doc = _document(rec, where, fields, report, from_text=True)
+        if doc is not None:
+            yield doc
+
+
+@reader_registry.register("parquet")
+def read_parquet(path: Path | None, fields: dict[str, FieldType], report: IngestReport) -> Iterator[SourceDocument]:
+    """A Parquet file (pyarrow), read one record batch at a time."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    p = _need_path(path, "parquet")
+    if p.stat().st_size == 0:
+        report.skip(str(p), "empty file")
+        return
+    try:
+        pf = pq.ParquetFile(p)
+    except (pa.ArrowException, OSError) as e:
+        report.skip(str(p), f"not a Parquet file: {e}")
+        return
+    row = 0
+    for batch in pf.iter_batches():
+        for rec in batch.to_pylist():
+            row += 1
+            doc = _document(rec, f"{p}:row {row}", fields, report)
+            if doc is not None:
+                yield doc
+
+
+@reader_registry.register("folder")
+def read_folder(path: Path | None, fields: dict[str, FieldType], report: IngestReport) -> Iterator[SourceDocument]:
+    """Every .txt/.md file below a folder; id = relative posix path, title = first '# ' heading or the stem."""
+    root = _need_path(path, "folder")
+    for f in sorted(x for x in root.rglob("*") if x.is_file() and x.suffix.lower() in TEXT_SUFFIXES):
+        text = _read_text(f, report)
+        if text is None:
+            continue
+        title = next((ln[2:].strip() for ln in text.splitlines() if ln.startswith("# ")), "") if f.suffix.lower() == ".md" else ""
+        doc = _document({"id": f.relative_to(root).as_posix(), "title": title or f.stem, "text": text}, str(f), {}, report)
+        if doc is not None:
+            yield doc
+
+
+@reader_registry.register("beir")
+def read_beir(path: Path | None, fields: dict[str, FieldType], report: IngestReport) -> Iterator[SourceDocument]:
+    """A BEIR dataset folder: corpus.jsonl(.gz) with _id, title, text (and declared metadata)."""
+    root = _need_path(path, "beir")
+    corpus = _beir_corpus(root)
+    if corpus is None:
+        raise IngestError(f"{root} has no corpus.jsonl or corpus.jsonl.gz; point --source at a BEIR dataset folder")
+    yield from read_jsonl(corpus, fields, report)
+
+
+@reader_registry.register("pydoc-topics")
+def read_pydoc_topics(path: Path | None, fields: dict[str, FieldType], report: IngestReport) -> Iterator[SourceDocument]:
+    """The standard library's help topics (pydoc_data.topics): a small real corpus that needs no files."""
+    from pydoc_data.topics import topics
+
+    for key in sorted(topics):
+        doc = _document({"id": key, "title": key, "text": topics[key]}, f"pydoc_data.topics[{key!r}]", {}, report)
+        if doc is not None:
+            yield doc
+
+
+def _beir_corpus(root: Path) -> Path | None:
+    return next((root / n for n in ("corpus.jsonl", "corpus.jsonl.gz") if (root / n).is_file()), None)

@@ -1,0 +1,92 @@
+"""Run queries through a pipeline in batches and collect per-stage measurements and dollars."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+
+from ragcost.pipeline import Pipeline, StageCall
+from ragcost.stages.base import QueryState
+
+
+@dataclass
+class StageStats:
+    stage: str
+    resource: str
+    calls: int = 0
+    items: int = 0
+    seconds: list[float] = field(default_factory=list)
+    cost_usd: float = 0.0
+    input_tokens: Optional[int] = None
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def pct_ms(self, q: float) -> float:
+        return float(np.percentile(self.seconds, q)) * 1000 if self.seconds else 0.0
+
+
+@dataclass
+class QueryRun:
+    pipeline: str
+    states: list[QueryState]
+    calls: list[StageCall]
+    storage_usd: float
+    price_book_version: str
+
+    @property
+    def total_usd(self) -> float:
+        return sum(c.cost_usd for c in self.calls) + self.storage_usd
+
+    def stage_stats(self) -> list[StageStats]:
+        out: dict[str, StageStats] = {}
+        for c in self.calls:
+            r = c.record
+            st = out.setdefault(r.stage, StageStats(r.stage, r.resource))
+            st.calls += r.calls
+            st.items += r.items
+            st.seconds.append(r.wall_seconds)
+            st.cost_usd += c.cost_usd
+            if r.input_tokens is not None:
+                st.input_tokens = (st.input_tokens or 0) + r.input_tokens
+            for key, val in r.notes.items():
+                if isinstance(val, dict):
+                    agg = st.notes.setdefault(key, {})
+                    for kk, vv in val.items():
+                        agg[kk] = agg.get(kk, 0) + vv
+        return list(out.values())
+
+
+def run_queries(
+    pipe: Pipeline,
+    items: list[tuple[str, str]],
+    filter_: Optional[str | dict] = None,
+    k: Optional[int] = None,
+    batch_size: int = 32,
+) -> QueryRun:
+    """Run (id, text) queries in batches; every stage call is timed and priced."""
+    from ragcost.store.filters import parse_filter
+
+    expr = parse_filter(filter_)
+    if expr is not None:
+        # Compile once against the declared fields so a bad filter fails before any model loads.
+        pipe.store().matching_labels(expr)
+    default_k = k or _retrieve_k(pipe)
+    pipe.warm_up()
+    states: list[QueryState] = []
+    calls: list[StageCall] = []
+    storage = 0.0
+    for i in range(0, len(items), batch_size):
+        batch = [QueryState(text=t, id=qid, k=default_k, filter=expr) for qid, t in items[i : i + batch_size]]
+        res = pipe.run(batch)
+        states.extend(res.states)
+        calls.extend(res.calls)
+        storage += res.storage_usd_per_query * len(batch)
+    return QueryRun(pipe.config.name, states, calls, storage, pipe.price_book.version)
+
+
+def _retrieve_k(pipe: Pipeline) -> int:
+    for st in pipe.stages():
+        if st.type == "retrieve":
+            return st.params.k
+    return 10

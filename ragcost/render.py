@@ -1,0 +1,73 @@
+"""Terminal and JSON views of a query run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ragcost.query import QueryRun
+
+
+def _usd(x: float) -> str:
+    return f"${x:.8f}" if x < 0.01 else f"${x:.4f}"
+
+
+def _snippet(text: str, n: int = 140) -> str:
+    t = " ".join(text.split())
+    return t if len(t) <= n else t[: n - 1] + "…"
+
+
+def print_results(run: QueryRun, show_hits: bool = True) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if show_hits:
+        for s in run.states:
+            for note in ("truncated",):
+                if note in s.notes:
+                    console.print(f"[yellow]note:[/] {s.notes[note]}")
+            t = Table(title=f"{s.text}", title_justify="left", show_lines=False)
+            t.add_column("#", justify="right")
+            t.add_column("title")
+            t.add_column("score", justify="right")
+            t.add_column("snippet")
+            for i, h in enumerate(s.hits, 1):
+                t.add_row(str(i), h.title or h.doc_id, f"{h.score:.3f}", _snippet(h.text))
+            console.print(t)
+            extra = f", {s.notes['matches']} chunks match the filter" if "matches" in s.notes else ""
+            console.print(f"retrieval strategy: {s.notes.get('strategy', '-')}{extra}; {len(s.hits)} results")
+    st = Table(title=f"stages ({len(run.states)} queries, price book {run.price_book_version})", title_justify="left")
+    for col, just in (("stage", "left"), ("resource", "left"), ("calls", "right"), ("items", "right"), ("p50 ms", "right"), ("p95 ms", "right"), ("$", "right")):
+        st.add_column(col, justify=just)  # type: ignore[arg-type]
+    for s in run.stage_stats():
+        st.add_row(s.stage, s.resource, str(s.calls), str(s.items), f"{s.pct_ms(50):.1f}", f"{s.pct_ms(95):.1f}", _usd(s.cost_usd))
+    st.add_row("index storage", "storage", "-", str(len(run.states)), "-", "-", _usd(run.storage_usd))
+    st.add_row("total", "", "", "", "", "", _usd(run.total_usd), style="bold")
+    console.print(st)
+    n = max(len(run.states), 1)
+    console.print(f"$ per query {_usd(run.total_usd / n)}  ·  $ per 1k queries {_usd(run.total_usd / n * 1000)}")
+
+
+def results_json(run: QueryRun) -> dict[str, Any]:
+    return {
+        "pipeline": run.pipeline,
+        "price_book": run.price_book_version,
+        "queries": [
+            {
+                "id": s.id,
+                "text": s.text,
+                "strategy": s.notes.get("strategy"),
+                "matches": s.notes.get("matches"),
+                "notes": {k: v for k, v in s.notes.items() if k not in ("strategy", "matches")},
+                "hits": [{"doc_id": h.doc_id, "title": h.title, "score": h.score, "chunk_no": h.chunk_no, "text": h.text, "metadata": h.metadata} for h in s.hits],
+            }
+            for s in run.states
+        ],
+        "stages": [
+            {"stage": s.stage, "resource": s.resource, "calls": s.calls, "items": s.items, "p50_ms": s.pct_ms(50), "p95_ms": s.pct_ms(95), "p99_ms": s.pct_ms(99), "usd": s.cost_usd, "notes": s.notes}
+            for s in run.stage_stats()
+        ],
+        "storage_usd": run.storage_usd,
+        "total_usd": run.total_usd,
+        "usd_per_query": run.total_usd / max(len(run.states), 1),
+    }

@@ -1,0 +1,6 @@
+"""Built-in stages, registered by short name on import."""
+
+from ragcost.stages import retrieve as _retrieve  # noqa: F401
+from ragcost.stages.base import Hit, QueryState, Stage, StageParams, stage_registry
+
+__all__ = ["Hit", "QueryState", "Stage", "StageParams", "stage_registry"]

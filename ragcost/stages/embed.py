@@ -1,0 +1,29 @@
+"""Embed the queries of a batch in one call (implicit first stage of every pipeline)."""
+
+from __future__ import annotations
+
+from ragcost.cost.usage import UsageRecord
+from ragcost.embed.reduce import truncate
+from ragcost.stages.base import QueryState, Stage
+
+
+class EmbedQueries(Stage):
+    type = "embed"
+
+    def warm_up(self) -> None:
+        self.pipeline.embedder.warm_up()
+
+    def run(self, batch: list[QueryState], usage: UsageRecord) -> list[QueryState]:
+        emb = self.pipeline.embedder
+        texts = [s.text for s in batch]
+        counts = emb.count_tokens(texts)
+        limit = emb.max_tokens
+        for s, n in zip(batch, counts):
+            if n > limit:
+                # The model reads only its window; say so rather than pretend the whole query counted.
+                s.notes["truncated"] = f"query is {n} tokens; the model reads the first {limit}"
+        usage.input_tokens = sum(min(n, limit) for n in counts)
+        vecs = truncate(emb.embed(texts), self.pipeline.dim)
+        for s, v in zip(batch, vecs):
+            s.vector = v
+        return batch

@@ -1,0 +1,160 @@
+"""Metadata filters: a MongoDB-like JSON expression compiled to a bound-parameter SQLAlchemy clause.
+
+Grammar (several keys in one object are ANDed)::
+
+    {"field": value}                                  equality; a list field: contains value
+    {"field": {"$eq"|"$ne"|"$gt"|"$gte"|"$lt"|"$lte": value}}
+    {"field": {"$in": [...]}} / {"field": {"$nin": [...]}}   list field: contains any / contains none
+    {"field": {"$all": [...]}}                        list field only: contains all
+    {"field": {"$exists": true|false}}                 scalar: not null; list field: has any value
+    {"field": {"$not": {<operators>}}}                 negation of a field's operators
+    {"$and": [expr, ...]}, {"$or": [expr, ...]}, {"$not": expr}
+
+Besides the declared metadata fields, ``id`` and ``title`` are filterable as ``str``.
+Semantics follow MongoDB where SQL's NULL would differ: ``$ne``/``$nin`` also match documents
+where the field is missing, and ``$not`` is a plain boolean negation. On a list field a
+comparison (``$gt`` ...) matches when any element satisfies it. Values only ever reach SQL as
+bound parameters.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import sqlalchemy as sa
+
+from ragcost.config.fields import FieldType
+from ragcost.errors import FilterError
+
+EXAMPLE = '{"year": {"$gte": 2023}}'
+COMPARE = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
+FIELD_OPS = COMPARE + ("$in", "$nin", "$all", "$exists", "$not")
+LOGIC_OPS = ("$and", "$or", "$not")
+# id and title live on the documents table; exposing them as str costs nothing and is often wanted.
+BUILTIN_FIELDS = {"id": FieldType("id", "str"), "title": FieldType("title", "str")}
+VALUE_COLUMN = {"str": "v_str", "int": "v_int", "float": "v_float", "bool": "v_bool"}
+
+
+def parse_filter(value: str | dict | None) -> dict | None:
+    """A filter dict from JSON text, a dict, or None/empty (no filter)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if not value.strip():
+            return None
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as e:
+            raise FilterError(f"filter is not valid JSON: {e.msg} at char {e.pos}; example: {EXAMPLE}") from None
+    if not isinstance(value, dict):
+        raise FilterError(f"filter must be a JSON object, got {type(value).__name__} {value!r}; example: {EXAMPLE}")
+    return value or None
+
+
+def compile_filter(expr: dict | None, fields: dict[str, FieldType], docs_table: sa.Table, values_table: sa.Table) -> sa.ColumnElement:
+    """A boolean clause over ``docs_table`` (correlated EXISTS on ``values_table`` for list fields)."""
+    if not expr:
+        return sa.true()
+    return _Compiler({**BUILTIN_FIELDS, **fields}, docs_table, values_table).expr(expr)
+
+
+class _Compiler:
+    def __init__(self, fields: dict[str, FieldType], docs: sa.Table, values: sa.Table) -> None:
+        self.fields, self.docs, self.values = fields, docs, values
+
+    def expr(self, e: Any) -> sa.ColumnElement:
+        if not isinstance(e, dict):
+            raise FilterError(f"a filter expression must be an object, got {type(e).__name__} {e!r}; example: {EXAMPLE}")
+        if not e:
+            return sa.true()
+        return sa.and_(*(self.key(k, v) for k, v in e.items()))
+
+    def key(self, k: str, v: Any) -> sa.ColumnElement:
+        if k in ("$and", "$or"):
+            if not isinstance(v, list):
+                raise FilterError(f"{k} takes a list of expressions, got {type(v).__name__} {v!r}")
+            if not v:
+                if k == "$or":
+                    raise FilterError("$or needs at least one expression, got []")
+                return sa.true()
+            parts = [self.expr(x) for x in v]
+            return sa.and_(*parts) if k == "$and" else sa.or_(*parts)
+        if k == "$not":
+            return sa.not_(self.expr(v))
+        if k.startswith("$"):
+            raise FilterError(f"unknown operator {k!r}; known: {', '.join(LOGIC_OPS + FIELD_OPS)}")
+        if k not in self.fields:
+            known = ", ".join(sorted(self.fields))
+            raise FilterError(f"unknown filter field {k!r}; declared fields: {known}")
+        ft = self.fields[k]
+        if isinstance(v, dict):
+            if not v:
+                raise FilterError(f"filter field {k!r} has an empty operator object; example: {EXAMPLE}")
+            return sa.and_(*(self.op(ft, op, arg) for op, arg in v.items()))
+        return self.op(ft, "$eq", v)
+
+    def op(self, ft: FieldType, op: str, arg: Any) -> sa.ColumnElement:
+        if op not in FIELD_OPS:
+            raise FilterError(f"unknown operator {op!r} on field {ft.name!r}; known: {', '.join(FIELD_OPS)}")
+        if op == "$not":
+            if not isinstance(arg, dict) or not arg:
+                raise FilterError(f"$not on field {ft.name!r} takes an operator object like {{\"$gt\": 1}}, got {arg!r}")
+            return sa.not_(sa.and_(*(self.op(ft, o, a) for o, a in arg.items())))
+        if op == "$exists":
+            if not isinstance(arg, bool):
+                raise FilterError(f"$exists on field {ft.name!r} takes true or false, got {arg!r}")
+            present = self._any(ft, None) if ft.is_list else self.docs.c[ft.name].is_not(None)
+            return present if arg else sa.not_(present)
+        if op in ("$in", "$nin", "$all"):
+            if not isinstance(arg, list):
+                raise FilterError(f"{op} on field {ft.name!r} takes a list, got {type(arg).__name__} {arg!r}")
+            vals = [self.value(ft, x, op) for x in arg]
+            if op == "$all":
+                if not ft.is_list:
+                    raise FilterError(f"$all applies to list fields; {ft.name!r} is {ft.spec}; use $in or $eq")
+                return sa.and_(sa.true(), *(self._any(ft, lambda c, x=x: c == x) for x in vals))
+            return self._in(ft, vals) if op == "$in" else sa.not_(self._in(ft, vals))
+        # comparisons; null only makes sense as "is missing" / "is present"
+        if arg is None:
+            if op not in ("$eq", "$ne"):
+                raise FilterError(f"{op} on field {ft.name!r} needs a {ft.base} value, got null")
+            return self.op(ft, "$exists", op == "$ne")
+        val = self.value(ft, arg, op)
+        if op == "$ne":
+            return sa.not_(self.op(ft, "$eq", arg))
+        cmp = {"$eq": lambda c: c == val, "$gt": lambda c: c > val, "$gte": lambda c: c >= val,
+               "$lt": lambda c: c < val, "$lte": lambda c: c <= val}[op]
+        if ft.is_list:
+            return self._any(ft, cmp)
+        col = self.docs.c[ft.name]
+        # guarding with IS NOT NULL keeps every leaf two-valued, so $not/$ne never meet SQL's NULL logic
+        return sa.and_(col.is_not(None), cmp(col))
+
+    def _in(self, ft: FieldType, vals: list) -> sa.ColumnElement:
+        if ft.is_list:
+            return self._any(ft, lambda c: c.in_(vals))
+        col = self.docs.c[ft.name]
+        return sa.and_(col.is_not(None), col.in_(vals))
+
+    def _any(self, ft: FieldType, cond) -> sa.ColumnElement:
+        """EXISTS a value row of this document and field (satisfying ``cond`` when given)."""
+        v = self.values
+        col = v.c[VALUE_COLUMN[ft.base]]
+        where = [v.c.doc_id == self.docs.c.id, v.c.field == ft.name]
+        if cond is not None:
+            where.append(cond(col))
+        return sa.exists().where(*where)
+
+    def value(self, ft: FieldType, x: Any, op: str) -> Any:
+        try:
+            return FieldType(ft.name, ft.base).check(x) if x is not None else _bad_null(ft, op)
+        except ValueError:
+            raise FilterError(
+                f"filter {op} on field {ft.name!r} expects {ft.base} values (field is {ft.spec}); "
+                f"got {type(x).__name__} {x!r}"
+            ) from None
+
+
+def _bad_null(ft: FieldType, op: str) -> Any:
+    raise FilterError(f"{op} on field {ft.name!r} needs {ft.base} values, got null; use $exists for missing fields")

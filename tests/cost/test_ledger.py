@@ -1,0 +1,100 @@
+"""The ledger: one transaction per query, additive migrations, selection by time and pipeline."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import duckdb
+import pytest
+import sqlalchemy as sa
+
+from ragcost.cost.ledger import Ledger
+from ragcost.errors import StoreError
+
+
+def _rows(n_stages=3):
+    return [{"stage": f"s{i}", "resource": "cpu", "wall_seconds": 0.1 * (i + 1), "cost_usd": 0.001, "call_id": None}
+            for i in range(n_stages)]
+
+
+@pytest.fixture
+def url(tmp_path):
+    return f"duckdb:///{tmp_path}/ledger.duckdb"
+
+
+class TestCrashMidBatch:
+    def test_completed_queries_stay_and_the_crashed_one_leaves_no_rows(self, url):
+        led = Ledger(url)
+        run = led.start_run("query", "p", "v1", {"k": 1})
+        for i in range(3):
+            led.record_query(run, {"query_id": f"q{i}", "text": f"t{i}", "ok": True, "useful": 1}, _rows())
+        bad = _rows()
+        bad[2]["items"] = None  # NOT NULL: fails in the database, after the query row went in
+        with pytest.raises(sa.exc.DBAPIError):  # raised by the database, inside the transaction
+            led.record_query(run, {"query_id": "q3", "text": "t3"}, bad)
+        led.close()
+
+        led = Ledger(url)  # a fresh process would see the same
+        qrows, srows = led.read()
+        assert [q["query_id"] for q in qrows] == ["q0", "q1", "q2"]
+        assert len(srows) == 9 and {r["query_id"] for r in srows} == {"q0", "q1", "q2"}
+        assert [r["stage"] for r in srows if r["query_id"] == "q0"] == ["s0", "s1", "s2"]
+        assert qrows[0]["cost_usd"] == pytest.approx(0.003)
+        led.close()
+
+    def test_unknown_column_is_refused_before_writing(self, url):
+        led = Ledger(url)
+        run = led.start_run("query", "p", "v1")
+        with pytest.raises(StoreError, match="unknown column.*'latency'"):
+            led.record_query(run, {"query_id": "q"}, [{"stage": "s", "resource": "cpu", "cost_usd": 0, "latency": 1}])
+        assert led.read() == ([], [])
+        led.close()
+
+
+class TestSchema:
+    def test_migration_adds_missing_columns_and_keeps_data(self, tmp_path):
+        path = tmp_path / "old.duckdb"
+        con = duckdb.connect(str(path))
+        con.execute("CREATE TABLE rc_ledger_runs (run_id VARCHAR PRIMARY KEY, kind VARCHAR, pipeline VARCHAR, started_at TIMESTAMP)")
+        con.execute("INSERT INTO rc_ledger_runs VALUES ('old', 'query', 'p', TIMESTAMP '2026-01-01 00:00:00')")
+        con.close()
+        led = Ledger(f"duckdb:///{path}")
+        runs = led.list_runs()
+        assert runs[0]["run_id"] == "old" and runs[0]["price_book_version"] is None
+        led.close()
+
+    def test_row_without_a_cost_is_refused(self, url):
+        with Ledger(url) as led, pytest.raises(StoreError, match=r"lacks \['cost_usd'\]"):
+            led.record_query(led.start_run("query", "p", "v"), {"query_id": "q"}, [{"stage": "s", "resource": "cpu"}])
+
+    def test_cached_tokens_unknown_stays_null(self, url):
+        led = Ledger(url)
+        run = led.start_run("query", "p", "v")
+        led.record_query(run, {"query_id": "q"}, [{"stage": "g", "resource": "api", "cost_usd": 0.0, "input_tokens": 5}])
+        (row,) = led.read()[1]
+        assert row["cached_input_tokens"] is None and row["input_tokens"] == 5 and row["shared_by"] == 1
+        led.close()
+
+    def test_bad_url_is_one_line(self):
+        with pytest.raises(StoreError, match="ledger nosuchdb://x: cannot open"):
+            Ledger("nosuchdb://x")
+
+    def test_run_kind_is_checked(self, url):
+        with Ledger(url) as led, pytest.raises(StoreError, match="'batch'"):
+            led.start_run("batch", "p", "v")
+
+
+class TestRead:
+    def test_since_and_pipeline_select(self, url):
+        led = Ledger(url)
+        a, b = led.start_run("query", "a", "v"), led.start_run("eval", "b", "v")
+        old = datetime(2026, 1, 1)
+        led.record_query(a, {"query_id": "old", "at": old}, _rows(1))
+        led.record_query(a, {"query_id": "new", "at": old + timedelta(days=10)}, _rows(1))
+        led.record_query(b, {"query_id": "other", "at": old + timedelta(days=10)}, _rows(1))
+        assert [q["query_id"] for q in led.read(since=old + timedelta(days=1), pipeline="a")[0]] == ["new"]
+        assert {q["query_id"] for q in led.read(pipeline="b")[0]} == {"other"}
+        assert len(led.read()[1]) == 3
+        led.finish_run(a)
+        assert next(r for r in led.list_runs() if r["run_id"] == a)["finished_at"] is not None
+        led.close()

@@ -1,0 +1,107 @@
+"""Planning arithmetic: KV cache, sequences per GPU, index RAM, $ per 1M tokens, payback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from ragcost.cli.plan import plan
+from ragcost.cost.plan import (
+    human_bytes, index_ram_bytes, kv_bytes_per_token, model_shape_from_config, payback_months,
+    sequences_that_fit, usd_per_million_tokens,
+)
+from ragcost.errors import ConfigError
+
+
+def _app():
+    app = typer.Typer()
+    app.command()(plan)
+    app.command("noop")(lambda: None)
+    return app
+
+
+class TestKvCache:
+    def test_70b_class_gqa_is_320_kib_per_token(self):
+        kv = kv_bytes_per_token(80, 8, 128, 2)
+        assert kv == 327_680 and "320 KiB" in human_bytes(kv)
+
+    def test_64_kv_heads_is_about_2_6_mb_per_token(self):
+        kv = kv_bytes_per_token(80, 64, 128, 2)
+        assert kv == 2_621_440 and "2.621 MB" in human_bytes(kv) and "2.5 MiB" in human_bytes(kv)
+
+    def test_config_json_defaults(self, tmp_path):
+        (tmp_path / "config.json").write_text(json.dumps(
+            {"num_hidden_layers": 80, "num_attention_heads": 64, "hidden_size": 8192, "torch_dtype": "bfloat16"}))
+        shape = model_shape_from_config(tmp_path)
+        assert shape == {"layers": 80, "kv_heads": 64, "head_dim": 128, "dtype": "bfloat16"}
+
+    def test_config_json_gqa(self, tmp_path):
+        p = tmp_path / "config.json"
+        p.write_text(json.dumps({"num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
+                                 "hidden_size": 8192, "torch_dtype": "float16"}))
+        res = CliRunner().invoke(_app(), ["plan", "--model-config", str(p)])
+        assert res.exit_code == 0, res.output
+        assert "320 KiB" in res.output and "kv_heads 8" in res.output and "layers 80" in res.output
+
+    def test_config_without_layers_says_what_to_give(self, tmp_path):
+        (tmp_path / "config.json").write_text("{}")
+        with pytest.raises(ConfigError, match="num_hidden_layers is missing"):
+            model_shape_from_config(tmp_path / "config.json")
+
+
+class TestCapacity:
+    def test_sequences_that_fit(self):
+        # 80 GB x 0.9 = 72 GB; 16 GB weights; 56 GB / (327,680 B x 8,192) = 20.86 -> 20
+        assert sequences_that_fit(80e9, 16e9, 327_680, 8192, 0.9) == 20
+        assert sequences_that_fit(80e9, 100e9, 327_680, 8192, 0.9) == 0
+        with pytest.raises(ConfigError, match="utilization"):
+            sequences_that_fit(80e9, 16e9, 327_680, 8192, 1.5)
+
+    @pytest.mark.parametrize("kind,precision,kw,per_vector", [
+        ("flat", "float32", {}, 384 * 4),
+        ("flat", "float16", {}, 384 * 2),
+        ("flat", "int8", {}, 384),
+        ("flat", "binary", {}, 48),
+        ("hnsw", "float32", {"M": 16}, 384 * 4 + 16 * 2 * 4),
+        ("ivf_pq", "float32", {"pq_m": 48, "nbits": 8}, 48 + 8),
+    ])
+    def test_index_ram(self, kind, precision, kw, per_vector):
+        assert index_ram_bytes(1000, 384, precision, kind, **kw) == 1000 * per_vector
+
+    def test_index_errors_name_the_choices(self):
+        with pytest.raises(ConfigError, match="kind 'lsh'.*flat, hnsw"):
+            index_ram_bytes(10, 8, kind="lsh")
+        with pytest.raises(ConfigError, match="pq_m"):
+            index_ram_bytes(10, 8, kind="ivf_pq")
+
+
+class TestDollars:
+    def test_usd_per_million_tokens(self):
+        assert usd_per_million_tokens(3.6, 1000, 1.0) == pytest.approx(1.0)
+        assert usd_per_million_tokens(3.6, 1000, 0.5) == pytest.approx(2.0)
+
+    def test_payback(self):
+        # saving/month = 730 x 1.0 x (2.0 - 1.0 x 0.2) = 1,314 $
+        assert payback_months(13_140, 2.0, 1.0, 0.2, 1.0) == pytest.approx(10.0)
+        assert payback_months(1000, 0.1, 1.0, 0.2) is None
+
+    def test_cli_prints_inputs_beside_results(self):
+        args = ["plan", "--layers", "80", "--kv-heads", "64", "--head-dim", "128", "--dtype", "float16",
+                "--gpu-mem-gb", "80", "--params-b", "8", "--context", "4096", "--chunks", "1000000", "--dim", "384",
+                "--kind", "hnsw", "--gpu-usd-per-hour", "3.6", "--tokens-per-second", "1000", "--utilization", "0.5",
+                "--purchase-usd", "25000", "--power-kw", "0.7", "--usd-per-kwh", "0.15"]
+        res = CliRunner().invoke(_app(), args)
+        assert res.exit_code == 0, res.output
+        out = res.output
+        assert "2,621,440 B" in out and "kv_heads 64" in out
+        assert "Sequences that fit" in out and "8B params" in out
+        assert "Index RAM" in out and "1,000,000 chunks x dim 384" in out
+        assert "$2.0000" in out and "1,000 tokens/s" in out
+        assert "On-prem payback" in out and "$25,000 purchase" in out
+
+    def test_cli_with_nothing_to_plan_raises_a_config_error(self):
+        res = CliRunner().invoke(_app(), ["plan"])
+        assert isinstance(res.exception, ConfigError) and "nothing to plan" in str(res.exception)

@@ -1,0 +1,138 @@
+"""The report: percentiles over calls, totals equal to the stages, zero useful said as such."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from ragcost.cli.report import parse_since, report
+from ragcost.cost.ledger import Ledger
+from ragcost.cost.report import aggregate, build_report, to_csv, to_json, to_rich_table
+from ragcost.errors import ConfigError, StoreError
+
+
+def _q(qid, ok=True, useful=0):
+    return {"query_id": qid, "ok": ok, "useful": useful, "retrieved": 5}
+
+
+def _s(qid, stage, wall, cost, call_id=None, items=1, calls=1, **tok):
+    return {"query_id": qid, "stage": stage, "resource": "cpu", "wall_seconds": wall, "cost_usd": cost, "call_id": call_id or f"{qid}-{stage}",
+            "items": items, "calls": calls, "retries": 0, "failures": 0, "input_tokens": tok.get("i"),
+            "cached_input_tokens": tok.get("c"), "output_tokens": tok.get("o")}
+
+
+def _fixture():
+    walls = [0.1, 0.2, 0.3, 0.4, 1.0]
+    qs = [_q(f"q{i}", ok=i != 4) for i in range(5)]
+    ss = []
+    for i, w in enumerate(walls):
+        ss.append(_s(f"q{i}", "embed", 0.05, 0.001, call_id="batch", items=5))  # one batch call shared by all
+        ss.append(_s(f"q{i}", "generate", w, 0.01, i=100, c=20, o=50))
+    return qs, ss, walls
+
+
+class TestAggregate:
+    def test_percentiles_are_numpy_linear_over_calls(self):
+        qs, ss, walls = _fixture()
+        rep = aggregate(qs, ss)
+        gen = next(r for r in rep.stages if r.stage == "generate")
+        assert (gen.p50_s, gen.p95_s, gen.p99_s) == tuple(np.percentile(walls, [50, 95, 99], method="linear"))
+        embed = next(r for r in rep.stages if r.stage == "embed")
+        assert embed.calls == 1 and embed.p99_s == 0.05 and embed.calls_per_query == pytest.approx(0.2)
+        assert gen.tokens_per_query == 170 and gen.cached_input_tokens_per_query == 20
+
+    def test_totals_are_the_sum_of_the_stages(self):
+        qs, ss, _ = _fixture()
+        rep = aggregate(qs, ss)
+        assert rep.totals.usd == pytest.approx(sum(r.usd for r in rep.stages), abs=1e-15)
+        assert rep.totals.usd == pytest.approx(0.055)
+        assert sum(r.share for r in rep.stages) == pytest.approx(1.0)
+        assert rep.totals.usd_per_1k_queries == pytest.approx(0.055 / 5 * 1000)
+
+    def test_zero_useful_is_reported_as_such(self):
+        qs, ss, _ = _fixture()
+        rep = aggregate(qs, ss)
+        assert rep.totals.useful == 0 and rep.totals.usd_per_useful is None
+        assert json.loads(to_json(rep))["totals"]["usd_per_useful"] is None
+        from rich.console import Console
+
+        con = Console(record=True, width=200)
+        con.print(to_rich_table(rep))
+        assert "n/a (0 useful)" in con.export_text()
+
+    def test_per_successful_exceeds_per_request_when_failures_exist(self):
+        qs, ss, _ = _fixture()
+        t = aggregate(qs, ss).totals
+        assert t.successful == 4
+        assert t.usd_per_successful == pytest.approx(t.usd / 4) and t.usd_per_successful > t.usd_per_request
+
+    def test_empty_selection_has_no_divisions(self):
+        t = aggregate([], []).totals
+        assert (t.usd, t.usd_per_1k_queries, t.usd_per_successful, t.usd_per_useful) == (0, None, None, None)
+
+    def test_csv_has_a_total_row(self):
+        qs, ss, _ = _fixture()
+        lines = to_csv(aggregate(qs, ss)).splitlines()
+        assert lines[0].startswith("stage,calls,") and lines[-1].startswith("(total),")
+        assert len(lines) == 4
+
+
+@pytest.fixture
+def ledger_url(tmp_path):
+    url = f"duckdb:///{tmp_path}/l.duckdb"
+    qs, ss, _ = _fixture()
+    with Ledger(url) as led:
+        run = led.start_run("query", "kb", "v")
+        for q in qs:
+            rows = [{k: v for k, v in s.items() if k != "query_id"} for s in ss if s["query_id"] == q["query_id"]]
+            led.record_query(run, {**q, "useful": 2}, rows)
+    return url
+
+
+class TestCli:
+    def _app(self):
+        app = typer.Typer()
+        app.command()(report)
+        app.command("noop")(lambda: None)  # two commands keep `report` a subcommand
+        return app
+
+    def test_json(self, ledger_url):
+        res = CliRunner().invoke(self._app(), ["report", "--ledger", ledger_url, "--json", "--pipeline", "kb"])
+        assert res.exit_code == 0, res.output
+        data = json.loads(res.output)
+        assert data["totals"]["queries"] == 5 and data["totals"]["usd_per_useful"] == pytest.approx(0.055 / 10)
+        assert data["percentile_method"] == "linear"
+
+    def test_csv_and_table(self, ledger_url):
+        res = CliRunner().invoke(self._app(), ["report", "--ledger", ledger_url, "--csv"])
+        assert res.exit_code == 0 and res.output.splitlines()[-1].startswith("(total),")
+        res = CliRunner().invoke(self._app(), ["report", "--ledger", ledger_url])
+        assert res.exit_code == 0 and "$ per useful retrieved document" in res.output
+
+    def test_other_pipeline_is_empty(self, ledger_url):
+        res = CliRunner().invoke(self._app(), ["report", "--ledger", ledger_url, "--pipeline", "nope"])
+        assert res.exit_code == 0 and "no queries" in res.output
+        assert build_report(ledger_url, pipeline="nope").totals.queries == 0
+
+    def test_missing_ledger_raises_a_ragcost_error(self, tmp_path):
+        res = CliRunner().invoke(self._app(), ["report", "--ledger", f"duckdb:///{tmp_path}/none.duckdb"])
+        assert isinstance(res.exception, StoreError) and "no ledger at" in str(res.exception)
+
+    def test_json_and_csv_are_exclusive(self, ledger_url):
+        res = CliRunner().invoke(self._app(), ["report", "--ledger", ledger_url, "--json", "--csv"])
+        assert isinstance(res.exception, ConfigError)
+
+
+class TestSince:
+    def test_relative_and_iso(self):
+        from datetime import datetime, timezone
+
+        now = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
+        assert parse_since("24h", now) == datetime(2026, 11, 29, 12, tzinfo=timezone.utc)
+        assert parse_since("2026-11-01", now) == datetime(2026, 11, 1, tzinfo=timezone.utc)
+        with pytest.raises(ConfigError, match="--since 'yesterday'"):
+            parse_since("yesterday", now)
