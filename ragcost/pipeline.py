@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+import uuid
 from time import perf_counter
 from typing import Any, Optional
 
@@ -32,6 +33,7 @@ def _resolve(base: Path, rel: str) -> Optional[Path]:
 class StageCall:
     record: UsageRecord
     cost_usd: float
+    call_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
 
 @dataclass
@@ -235,9 +237,12 @@ class Pipeline:
         result.storage_usd_per_query = self.storage_usd_per_query()
         return result
 
+    def storage_bytes(self) -> tuple[int, int]:
+        """(RAM, disk) bytes the index holds: the index plus the float32 exact-scan copy kept beside it."""
+        m = self.artifact().manifest
+        return m.index_bytes + m.vector_count * m.dim * 4, m.file_bytes
+
     def storage_usd_per_query(self) -> float:
         from ragcost.cost.compute import storage_cost_per_query
 
-        m = self.artifact().manifest
-        ram = m.index_bytes + (m.vector_count * m.dim * 4)  # the index plus the exact-scan copy kept beside it
-        return storage_cost_per_query(ram, m.file_bytes, self.price_book)
+        return storage_cost_per_query(*self.storage_bytes(), self.price_book)

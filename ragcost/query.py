@@ -63,8 +63,14 @@ def run_queries(
     filter_: Optional[str | dict] = None,
     k: Optional[int] = None,
     batch_size: int = 32,
+    ledger_url: Optional[str] = None,
+    write_ledger: bool = True,
 ) -> QueryRun:
-    """Run (id, text) queries in batches; every stage call is timed and priced."""
+    """Run (id, text) queries in batches; every stage call is timed, priced and written to the ledger.
+
+    Each query's ledger rows are one transaction, written as soon as its batch finishes, so a
+    crash keeps every completed query and no partial rows of the one that failed.
+    """
     from ragcost.store.filters import parse_filter
 
     expr = parse_filter(filter_)
@@ -76,13 +82,52 @@ def run_queries(
     states: list[QueryState] = []
     calls: list[StageCall] = []
     storage = 0.0
-    for i in range(0, len(items), batch_size):
-        batch = [QueryState(text=t, id=qid, k=default_k, filter=expr) for qid, t in items[i : i + batch_size]]
-        res = pipe.run(batch)
-        states.extend(res.states)
-        calls.extend(res.calls)
-        storage += res.storage_usd_per_query * len(batch)
+    ledger = _open_ledger(pipe, ledger_url) if write_ledger else None
+    run_id = ledger.start_run("query", pipe.config.name, pipe.price_book.version, {"path": str(pipe.path)}) if ledger else None
+    try:
+        for i in range(0, len(items), batch_size):
+            batch = [QueryState(text=t, id=qid, k=default_k, filter=expr) for qid, t in items[i : i + batch_size]]
+            res = pipe.run(batch)
+            states.extend(res.states)
+            calls.extend(res.calls)
+            storage += res.storage_usd_per_query * len(batch)
+            if ledger:
+                _write_ledger(pipe, ledger, run_id, res)
+    finally:
+        if ledger:
+            ledger.finish_run(run_id)
+            ledger.close()
     return QueryRun(pipe.config.name, states, calls, storage, pipe.price_book.version)
+
+
+def _open_ledger(pipe: Pipeline, url: Optional[str]):
+    from ragcost.cost.ledger import Ledger
+
+    return Ledger(url or pipe.config.store_url)
+
+
+def useful_count(pipe: Pipeline, s: QueryState) -> int:
+    from ragcost.cost.useful import make_judge
+
+    u = pipe.config.useful
+    judge = make_judge(u.judge, threshold=u.threshold)
+    hits = [{"doc_id": h.doc_id, "score": h.score} for h in s.hits]
+    return judge.count(hits, answer={"citations": s.citations})
+
+
+def _write_ledger(pipe: Pipeline, ledger, run_id: str, res) -> None:
+    from ragcost.cost.compute import stage_row, storage_row
+
+    book = pipe.price_book
+    ram, disk = pipe.storage_bytes()
+    for s in res.states:
+        rows = [stage_row(c.record, book, c.call_id) for c in res.calls]
+        rows.append(storage_row(ram, disk, book))
+        ledger.record_query(
+            run_id,
+            {"text": s.text, "ok": s.error is None, "useful": useful_count(pipe, s), "retrieved": len(s.hits), "error": s.error},
+            rows,
+        )
 
 
 def _retrieve_k(pipe: Pipeline) -> int:

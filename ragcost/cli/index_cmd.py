@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -22,10 +24,22 @@ def index(
 
     console = Console(stderr=True)
     pipe = Pipeline.load(pipeline)
+    last = [0.0]
+
+    def log_line(done: int, total: int) -> None:
+        # Not a terminal (CI, a pipe): a plain line at most once a second instead of a bar.
+        now = time.monotonic()
+        if now - last[0] >= 1.0 or done == total:
+            last[0] = now
+            print(f"embedded {done}/{total} documents (committed)", file=sys.stderr, flush=True)
+
     try:
-        with Progress(TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), TextColumn("documents"), TimeRemainingColumn(), console=console, transient=True) as bar:
-            task = bar.add_task("embed", total=None)
-            summary = run_index(pipe, source=source, prune=prune, progress=lambda done, total: bar.update(task, completed=done, total=total))
+        if console.is_terminal:
+            with Progress(TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), TextColumn("documents"), TimeRemainingColumn(), console=console, transient=True) as bar:
+                task = bar.add_task("embed", total=None)
+                summary = run_index(pipe, source=source, prune=prune, progress=lambda done, total: bar.update(task, completed=done, total=total))
+        else:
+            summary = run_index(pipe, source=source, prune=prune, progress=log_line)
     finally:
         pipe.close()
     rep = summary.report

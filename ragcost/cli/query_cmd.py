@@ -42,6 +42,8 @@ def query(
     queries: Optional[Path] = typer.Option(None, "--queries", help="a .jsonl or .txt file of queries to run as batches"),
     batch_size: int = typer.Option(32, "--batch-size", help="queries per batch with --queries"),
     as_json: bool = typer.Option(False, "--json", help="print results and costs as JSON"),
+    ledger: Optional[str] = typer.Option(None, "--ledger", help="SQLAlchemy URL for the ledger (default: the pipeline's store)"),
+    no_ledger: bool = typer.Option(False, "--no-ledger", help="do not record this run in the ledger"),
 ) -> None:
     """Answer one query (or a file of them) and print results with the per-stage cost table."""
     from ragcost.errors import ConfigError
@@ -54,7 +56,7 @@ def query(
     items = _read_queries(queries) if queries else [("q1", text)]
     pipe = Pipeline.load(pipeline)
     try:
-        run = run_queries(pipe, items, filter_=filter_, k=k, batch_size=batch_size)
+        run = run_queries(pipe, items, filter_=filter_, k=k, batch_size=batch_size, ledger_url=ledger, write_ledger=not no_ledger)
     finally:
         pipe.close()
     if as_json:

@@ -32,7 +32,8 @@ def parse_since(value: Optional[str], now: Optional[datetime] = None) -> Optiona
 
 
 def report(
-    ledger: str = typer.Option(DEFAULT_URL, "--ledger", help="SQLAlchemy URL of the ledger (default: the DuckDB file .ragcost/ledger.duckdb)."),
+    pipeline_file: Optional[Path] = typer.Argument(None, help="pipeline YAML: read the ledger in its store and report its runs"),
+    ledger: Optional[str] = typer.Option(None, "--ledger", help=f"SQLAlchemy URL of the ledger (default: the pipeline's store, else {DEFAULT_URL})."),
     since: Optional[str] = typer.Option(None, "--since", help="Only queries at/after this: ISO date/time (UTC) or 30m, 24h, 7d, 2w."),
     pipeline: Optional[str] = typer.Option(None, "--pipeline", help="Only this pipeline's runs (its name)."),
     json_: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -43,6 +44,13 @@ def report(
 
     if json_ and csv_:
         raise ConfigError("--json and --csv are exclusive; pick one")
+    if pipeline_file is not None:
+        from ragcost.pipeline import Pipeline
+
+        pipe = Pipeline.load(pipeline_file)
+        ledger = ledger or pipe.config.store_url
+        pipeline = pipeline or pipe.config.name
+    ledger = ledger or DEFAULT_URL
     if ledger.startswith("duckdb:///") and not ledger.startswith("duckdb:///:memory:"):
         path = Path(ledger[len("duckdb:///"):])
         if not path.is_file():

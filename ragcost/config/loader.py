@@ -72,11 +72,30 @@ def position(node: Any, loc: Sequence[Any]) -> tuple[int, int] | None:
     return best
 
 
+_BASIC = {"str", "int", "float", "bool", "list", "dict", "none"}
+
+
+def _is_union_tag(x: Any) -> bool:
+    """pydantic names the branch of a union in ``loc`` (``str``, ``IndexConfig``); it is not a field."""
+    if not isinstance(x, str):
+        return False
+    return x in _BASIC or "[" in x or x.startswith("function-") or (len(x) > 1 and x[0].isupper() and any(c.islower() for c in x))
+
+
+def _pick(errors: list[dict]) -> list[dict]:
+    """Of a union's branch errors, keep those of the branch the input was meant for (a mapping -> the model)."""
+    def tagged_basic(e: dict) -> bool:
+        return any(isinstance(x, str) and x in _BASIC for x in e["loc"])
+
+    rest = [e for e in errors if not tagged_basic(e)]
+    return rest or errors
+
+
 def format_validation_error(err: ValidationError, source: str, data: Any, prefix: Sequence[Any] = ()) -> str:
     """One line per problem is too many for a CLI: report the first, and how many more."""
-    errors = err.errors()
+    errors = _pick(err.errors())
     e = errors[0]
-    loc = [*prefix, *[x for x in e["loc"] if not (isinstance(x, str) and x.startswith("function-"))]]
+    loc = [*prefix, *[x for x in e["loc"] if not _is_union_tag(x)]]
     pos = position(data, loc)
     where = f"{source}:{pos[0]}:{pos[1]}" if pos else source
     field = ".".join(str(x) for x in loc) or "(top level)"

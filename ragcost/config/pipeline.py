@@ -43,6 +43,13 @@ class EmbedConfig(_Strict):
     resource: Optional[str] = Field(None, description="price-book resource; default: the pipeline's")
 
 
+class UsefulConfig(_Strict):
+    """How `ragcost query` decides a retrieved document was useful (evaluation uses qrels instead)."""
+
+    judge: Literal["score", "cited"] = Field("score", description="score: final score >= threshold; cited: cited by the answer")
+    threshold: float = Field(0.5, description="for judge: score (cosine similarity, or the re-ranker's score when re-ranking)")
+
+
 class StageConfig(BaseModel):
     """A stage: ``type`` names a registered stage, the other keys are its own params (validated by it)."""
 
@@ -61,6 +68,7 @@ class PipelineConfig(_Strict):
     index_dir: Optional[str] = Field(None, description="where the built index lives; default .ragcost/<name>/index")
     pricing: str = Field("pricing/default.yaml", description="price book, relative to the pipeline file or the working directory")
     resource: str = Field("cpu", description="price-book resource that time-priced stages run on")
+    useful: UsefulConfig = Field(default_factory=UsefulConfig, description="the query-time judge of a useful retrieved document")
     stages: list[StageConfig] = Field(default_factory=lambda: [StageConfig(type="retrieve")])
 
     @field_validator("name")

@@ -6,7 +6,6 @@ Pure functions over numbers; ``ragcost plan`` prints their inputs beside their r
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any, Optional
 

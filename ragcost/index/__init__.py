@@ -1,6 +1,7 @@
 """Vector indexes: the VectorIndex protocol, its backends (registered on import), exact search, artifacts."""
 
-from ragcost.index import faiss_index, hnsw  # noqa: F401  (registers "faiss" and "hnswlib"; both import their library lazily)
+# Importing the backend modules registers "faiss" and "hnswlib"; each imports its library lazily.
+from ragcost.index import faiss_index, hnsw  # noqa: F401
 from ragcost.index.artifact import (
     LoadedIndex,
     Manifest,
@@ -8,6 +9,7 @@ from ragcost.index.artifact import (
     check_fingerprint,
     open_artifact,
     read_manifest,
+    timed_build,
     write_artifact,
 )
 from ragcost.index.base import VectorIndex, index_registry
@@ -24,5 +26,6 @@ __all__ = [
     "open_artifact",
     "read_manifest",
     "rows_for_labels",
+    "timed_build",
     "write_artifact",
 ]

@@ -27,7 +27,7 @@ _BUILD_FILE = re.compile(r"^(index|vectors|labels)-[0-9a-f]+\.(faiss|hnsw|npy)$|
 class Manifest(BaseModel):
     """What an index artifact holds and what made it."""
 
-    fingerprint: dict[str, Any] = Field(description="what made it: model hash, dim, precision, build params, corpus")
+    fingerprint: dict[str, Any] = Field(description="what made it: model hash, dim, precision, build, corpus")
     vector_count: int
     dim: int
     precision: str
@@ -54,7 +54,9 @@ class LoadedIndex:
     manifest: Manifest
 
 
-def build_index(config: IndexConfig, vectors: np.ndarray, labels: np.ndarray, precision: str = "float32") -> VectorIndex:
+def build_index(
+    config: IndexConfig, vectors: np.ndarray, labels: np.ndarray, precision: str = "float32"
+) -> VectorIndex:
     """Build the registered backend's index over vectors and labels (sorted by label first)."""
     vectors, labels = _sorted_by_label(vectors, labels)
     index = index_registry.get(config.backend)(config, dim=vectors.shape[1], precision=precision)
@@ -107,7 +109,11 @@ def write_artifact(
     vectors, labels = _sorted_by_label(vectors, labels)
     build_id = uuid.uuid4().hex[:16]  # unique names: a new build never overwrites a live one's files
     ext = "faiss" if index.backend == "faiss" else "hnsw"
-    names = {"index": f"index-{build_id}.{ext}", "vectors": f"vectors-{build_id}.npy", "labels": f"labels-{build_id}.npy"}
+    names = {
+        "index": f"index-{build_id}.{ext}",
+        "vectors": f"vectors-{build_id}.npy",
+        "labels": f"labels-{build_id}.npy",
+    }
 
     tmp_index = directory / f".{names['index']}.tmp"
     index.save(tmp_index)
@@ -222,7 +228,8 @@ def open_artifact(
     built = {"backend": manifest.backend, "kind": manifest.kind}
     wanted = {"backend": config.backend, "kind": config.kind}
     if built != wanted:
-        raise FingerprintError(f"index at {directory} differs from its config ({'; '.join(fingerprint_changes(built, wanted))}); {rebuild_hint}")
+        changes = "; ".join(fingerprint_changes(built, wanted))
+        raise FingerprintError(f"index at {directory} differs from its config ({changes}); {rebuild_hint}")
     index = index_registry.get(config.backend)(config, dim=manifest.dim, precision=manifest.precision)
     index.load(directory / manifest.index_file)
     index.warnings = list(manifest.warnings)
@@ -231,7 +238,9 @@ def open_artifact(
     return LoadedIndex(index=index, labels=labels, vectors=vectors, manifest=manifest)
 
 
-def timed_build(config: IndexConfig, vectors: np.ndarray, labels: np.ndarray, precision: str = "float32") -> tuple[VectorIndex, float]:
+def timed_build(
+    config: IndexConfig, vectors: np.ndarray, labels: np.ndarray, precision: str = "float32"
+) -> tuple[VectorIndex, float]:
     """Build and return the wall seconds it took (for the manifest; the runner times queries)."""
     start = time.perf_counter()
     index = build_index(config, vectors, labels, precision)

@@ -39,7 +39,7 @@ def exact_search(
     k: int,
     rows: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Exact top-k by inner product over all rows (or only ``rows``) -> (scores (q,k) float32, labels (q,k) int64)."""
+    """Exact top-k by inner product over all rows (or only ``rows``) -> (scores float32, labels int64), (q, k)."""
     queries = np.atleast_2d(np.asarray(queries, dtype=np.float32))
     labels = np.asarray(labels, dtype=np.int64)
     if rows is not None:

@@ -55,6 +55,7 @@ class FaissIndex(VectorIndex):
         self._index: Any = None
         self._gpu_res: Any = None
         self._nbytes: int | None = None
+        self.last_search_fallback = False  # True when a filtered HNSW query fell back to exact scoring
         if config.device == "gpu":
             self._check_gpu()
 
@@ -141,7 +142,9 @@ class FaissIndex(VectorIndex):
         if kind == "ivf_flat":
             # IVF stores ids itself, so no IDMap wrapper: add_with_ids keeps the store's labels.
             return faiss.index_factory(self.dim, f"IVF{nlist},{code}", ip)
-        return faiss.index_factory(self.dim, f"IVF{nlist},PQ{p.m}x{self._pq_nbits(p.nbits, n)}", ip)
+        # "np": no polysemous training -- it only serves Hamming pre-filtering, which we never use, and
+        # costs ~10x the PQ training time.
+        return faiss.index_factory(self.dim, f"IVF{nlist},PQ{p.m}x{self._pq_nbits(p.nbits, n)}np", ip)
 
     def _nlist(self, nlist: int | str, n: int) -> int:
         if nlist == "auto":
@@ -207,7 +210,36 @@ class FaissIndex(VectorIndex):
             scores, lab = self._index.search(queries, k, params=fparams)
         lab = lab.astype(np.int64)
         scores = np.where(lab < 0, -np.inf, scores).astype(np.float32)
+        self.last_search_fallback = False
+        if allowed is not None and self.config.kind == "hnsw":
+            self._refill_short_rows(faiss, queries, k, np.asarray(allowed, dtype=np.int64), scores, lab)
         return scores, lab
+
+    def _refill_short_rows(
+        self, faiss: Any, queries: np.ndarray, k: int, allowed: np.ndarray, scores: np.ndarray, lab: np.ndarray
+    ) -> None:
+        """Rescore rows where the filtered graph walk found fewer than k: exact over the allowed stored codes."""
+        present = allowed[np.isin(allowed, faiss.vector_to_array(self._index.id_map))]
+        want = min(k, len(present))
+        short = np.flatnonzero((lab >= 0).sum(axis=1) < want)
+        if len(short) == 0:
+            return
+        # A very selective filter starves HNSW's bounded candidate list (faiss gives no more than
+        # it met); scoring the few allowed codes the index stores is exact and still not post-filtering.
+        self.last_search_fallback = True
+        if self.binary:
+            codes = np.stack([self._index.reconstruct(int(i)) for i in present])
+            flat = faiss.IndexBinaryFlat(self.dim)
+            flat.add(codes)
+            dist, pos = flat.search(np.packbits(queries[short] > 0, axis=1), k)
+            sub_scores = -dist.astype(np.float32)
+        else:
+            flat = faiss.IndexFlatIP(self.dim)
+            flat.add(self._index.reconstruct_batch(present))
+            sub_scores, pos = flat.search(queries[short], k)
+        sub_lab = np.where(pos >= 0, present[np.maximum(pos, 0)], -1)
+        lab[short] = sub_lab
+        scores[short] = np.where(sub_lab < 0, -np.inf, sub_scores)
 
     def _faiss_params(self, faiss: Any, sp: Any, k: int, sel: Any) -> Any:
         kind = self.config.kind

@@ -23,6 +23,7 @@ class EmbedQueries(Stage):
                 # The model reads only its window; say so rather than pretend the whole query counted.
                 s.notes["truncated"] = f"query is {n} tokens; the model reads the first {limit}"
         usage.input_tokens = sum(min(n, limit) for n in counts)
+        usage.cached_input_tokens = 0  # a local model has no prompt cache: known zero, not unknown
         vecs = truncate(emb.embed(texts), self.pipeline.dim)
         for s, v in zip(batch, vecs):
             s.vector = v

@@ -1,0 +1,201 @@
+"""`ragcost index` and `ragcost query` end to end on a tiny real corpus with the packaged MiniLM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import DOCS, run_cli, write_corpus, write_pipeline
+
+
+def _query_json(capsys, pipeline: Path, *args: str) -> dict:
+    code, out, err = run_cli(capsys, "query", pipeline, *args, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+class TestIndexAndQuery:
+    def test_index_then_query_returns_k_results_and_a_stage_table(self, kb, capsys):
+        code, out, err = run_cli(capsys, "index", kb)
+        assert code == 0, err
+        assert "12 embedded" in out
+        code, out, err = run_cli(capsys, "query", kb, "how do I get my money back?")
+        assert code == 0, err
+        assert "Refund policy" in out
+        for col in ("stage", "calls", "items", "p50 ms", "p95 ms", "embed", "retrieve", "total"):
+            assert col in out
+
+    def test_reindexing_an_unchanged_source_embeds_nothing(self, kb, capsys):
+        run_cli(capsys, "index", kb)
+        code, out, _ = run_cli(capsys, "index", kb)
+        assert code == 0
+        assert "0 embedded" in out and "12 unchanged" in out
+        assert "index up to date" in out
+
+    def test_a_changed_document_is_re_embedded_and_prune_removes_gone_ones(self, kb, capsys, tmp_path):
+        run_cli(capsys, "index", kb)
+        docs = [list(d) for d in DOCS[:-1]]  # kb-12 is gone
+        docs[0][2] = "Refunds are possible for 60 days after purchase."
+        write_corpus(tmp_path / "kb.jsonl", [tuple(d) for d in docs])
+        code, out, _ = run_cli(capsys, "index", kb, "--prune")
+        assert code == 0
+        assert "1 embedded" in out and "10 unchanged" in out and "1 pruned" in out
+        res = _query_json(capsys, kb, "refund window in days", "-k", "1")
+        assert "60 days" in res["queries"][0]["hits"][0]["text"]
+
+    def test_filter_returns_only_matching_documents_and_k_when_k_match(self, kb, capsys):
+        run_cli(capsys, "index", kb)
+        res = _query_json(capsys, kb, "billing question", "-k", "3", "--filter", '{"tags": {"$in": ["billing"]}, "year": {"$gte": 2024}}')
+        hits = res["queries"][0]["hits"]
+        assert {h["doc_id"] for h in hits} == {"kb-3", "kb-7"}  # only two documents match
+        res = _query_json(capsys, kb, "account settings", "-k", "3", "--filter", '{"tenant": {"$in": ["acme", "globex"]}}')
+        hits = res["queries"][0]["hits"]
+        assert len(hits) == 3
+        assert all(h["metadata"]["tenant"] in ("acme", "globex") for h in hits)
+        assert res["queries"][0]["strategy"] in ("exact", "native", "native+exact-fallback")
+
+    def test_hostile_filter_values_are_plain_values(self, kb, capsys):
+        run_cli(capsys, "index", kb)
+        res = _query_json(capsys, kb, "anything", "--filter", json.dumps({"tenant": "o'hara \"inc\""}))
+        assert [h["doc_id"] for h in res["queries"][0]["hits"]] == ["kb-11"]
+        res = _query_json(capsys, kb, "anything", "--filter", json.dumps({"tenant": "zürich"}))
+        assert [h["doc_id"] for h in res["queries"][0]["hits"]] == ["kb-12"]
+        res = _query_json(capsys, kb, "anything", "--filter", json.dumps({"tenant": "x' OR '1'='1"}))
+        assert res["queries"][0]["hits"] == []
+
+    @pytest.mark.parametrize(
+        "flt, match",
+        [
+            ('{"colour": "red"}', "colour"),
+            ('{"year": {"$near": 3}}', r"\$near"),
+            ('{"year": ', "not valid JSON"),
+            ('{"year": "twenty"}', "year"),
+        ],
+    )
+    def test_bad_filters_are_one_line_errors_naming_the_problem(self, kb, capsys, flt, match):
+        import re
+
+        run_cli(capsys, "index", kb)
+        code, out, err = run_cli(capsys, "query", kb, "q", "--filter", flt)
+        assert code == 1
+        assert err.startswith("error: ") and err.count("\n") == 1
+        assert re.search(match, err)
+        assert "Traceback" not in err
+
+    def test_changing_dim_refuses_the_old_index_until_rebuilt(self, kb, capsys, tmp_path):
+        run_cli(capsys, "index", kb)
+        cfg = json.loads(kb.read_text())
+        cfg["embed"]["dim"] = 256
+        kb.write_text(json.dumps(cfg))
+        code, out, err = run_cli(capsys, "query", kb, "refund")
+        assert code == 1
+        assert "dim: 384 -> 256" in err and "ragcost index" in err
+        code, out, _ = run_cli(capsys, "index", kb)
+        assert code == 0 and "0 embedded" in out and "index built" in out  # vectors reused, index rebuilt
+        res = _query_json(capsys, kb, "refund")
+        assert res["queries"][0]["hits"]
+
+    def test_changing_the_embedding_model_refuses_the_old_index(self, kb, capsys, tmp_path, minilm_path):
+        import shutil
+
+        run_cli(capsys, "index", kb)
+        other = tmp_path / "other-model"
+        shutil.copytree(minilm_path, other)
+        cfg_path = other / "config_sentence_transformers.json"
+        cfg = json.loads(cfg_path.read_text())
+        cfg["__note"] = "a different model folder"  # different bytes -> different fingerprint
+        cfg_path.write_text(json.dumps(cfg))
+        pipe = json.loads(kb.read_text())
+        pipe["embed"]["model"] = str(other)
+        kb.write_text(json.dumps(pipe))
+        code, _, err = run_cli(capsys, "query", kb, "refund")
+        assert code == 1
+        assert "model" in err and "ragcost index" in err
+
+    def test_a_query_longer_than_the_model_window_is_truncated_and_reported(self, kb, capsys):
+        run_cli(capsys, "index", kb)
+        res = _query_json(capsys, kb, "refund " * 400)
+        assert "truncated" in res["queries"][0]["notes"]
+
+    def test_queries_file_runs_as_a_batch_and_the_report_reads_the_ledger(self, kb, capsys, tmp_path):
+        run_cli(capsys, "index", kb)
+        qf = tmp_path / "q.jsonl"
+        qf.write_text("\n".join(json.dumps({"_id": str(i), "text": t}) for i, t in enumerate(["refund", "password", "api limits"])))
+        res = _query_json(capsys, kb, "--queries", qf)
+        assert len(res["queries"]) == 3
+        stages = {s["stage"]: s for s in res["stages"]}
+        assert stages["embed"]["calls"] == 1 and stages["embed"]["items"] == 3
+        code, out, err = run_cli(capsys, "report", kb, "--json")
+        assert code == 0, err
+        rep = json.loads(out)
+        assert rep["totals"]["queries"] == 3
+        assert abs(rep["totals"]["usd"] - res["total_usd"]) < 1e-12
+
+
+class TestErrors:
+    def test_missing_source_is_one_line(self, tmp_path, capsys):
+        p = write_pipeline(tmp_path)  # kb.jsonl never written
+        code, _, err = run_cli(capsys, "index", p)
+        assert code == 1 and "source not found" in err and err.count("\n") == 1
+
+    def test_unknown_stage_lists_the_known_ones_with_file_line(self, tmp_path, capsys):
+        p = write_pipeline(tmp_path, stages=[{"type": "retreive"}])
+        code, _, err = run_cli(capsys, "validate", p)
+        assert code == 1
+        assert "retreive" in err and "known: retrieve" in err and f"{p}:" in err
+
+    def test_unknown_index_kind_lists_known_ones(self, tmp_path, capsys):
+        p = write_pipeline(tmp_path, index={"backend": "faiss", "kind": "lsh"})
+        code, _, err = run_cli(capsys, "validate", p)
+        assert code == 1 and "lsh" in err and "flat" in err
+
+    def test_malformed_yaml_names_file_line_and_column(self, tmp_path, capsys):
+        p = tmp_path / "bad.yaml"
+        p.write_text("name: x\nstages:\n  - {type: retrieve, k: 3\n")
+        code, _, err = run_cli(capsys, "validate", p)
+        assert code == 1 and "malformed YAML" in err and f"{p}:" in err
+
+    def test_debug_shows_the_traceback(self, tmp_path):
+        p = write_pipeline(tmp_path, stages=[{"type": "retreive"}])
+        r = subprocess.run([sys.executable, "-m", "ragcost.cli.main", "--debug", "validate", str(p)], capture_output=True, text=True)
+        assert r.returncode != 0 and "Traceback" in r.stderr
+
+
+@pytest.mark.slow
+def test_kill_9_midway_then_rerun_leaves_every_document_exactly_once(tmp_path):
+    """SIGKILL `ragcost index` after some batches were committed; a rerun completes, nothing doubled."""
+    docs = [(f"d{i}", f"Title {i}", f"Document number {i} talks about topic {i % 7} and item {i * 13 % 101}.", "t", 2020 + i % 5, ["x"]) for i in range(400)]
+    write_corpus(tmp_path / "kb.jsonl", docs)
+    p = write_pipeline(tmp_path)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "ragcost.cli.main", "index", str(p)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    from ragcost.config.fields import parse_fields
+    from ragcost.store.store import Store
+
+    killed_at = None
+    for line in proc.stderr:  # "embedded N/400 documents (committed)"
+        if line.startswith("embedded "):
+            done = int(line.split()[1].split("/")[0])
+            if done >= 64:
+                proc.send_signal(signal.SIGKILL)
+                killed_at = done
+                break
+    proc.wait()
+    assert killed_at is not None and killed_at < 400, "the indexer finished before it could be killed"
+    fields = parse_fields({"tenant": "str", "year": "int", "tags": "list[str]"})
+    with Store(f"duckdb:///{tmp_path / 'kb.duckdb'}", "kb", fields).open() as s:
+        assert killed_at <= s.count_documents() < 400  # committed batches survived the kill, the rest did not
+    r = subprocess.run([sys.executable, "-m", "ragcost.cli.main", "index", str(p)], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    with Store(f"duckdb:///{tmp_path / 'kb.duckdb'}", "kb", parse_fields({"tenant": "str", "year": "int", "tags": "list[str]"})).open() as s:
+        assert s.count_documents() == 400
+        assert sorted(s.doc_hashes()) == sorted(d[0] for d in docs)
+        labels, vectors = s.vectors()
+        assert len(set(labels.tolist())) == len(labels) == s.count_chunks()
