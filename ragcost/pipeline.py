@@ -99,7 +99,7 @@ class Pipeline:
                 pos = position(self.raw, ["stages", i, "type"])
                 where = f"{self.path}:{pos[0]}:{pos[1]}" if pos else str(self.path)
                 raise ConfigError(f"{where}: stages.{i}.type: {e}") from None
-            params = validate(stage_cls.Params, stage_params(st), str(self.path), prefix=("stages", i))
+            params = validate(stage_cls.Params, stage_params(st), str(self.path), prefix=("stages", i), tree=self.raw)
             self._stage_specs.append((stage_cls, params))
 
     @cached_property

@@ -121,12 +121,15 @@ def plain(data: Any) -> Any:
     return data
 
 
-def validate(model: type[M], data: Any, source: str, prefix: Sequence[Any] = (), context: dict | None = None) -> M:
-    """Validate ``data`` against ``model``; a failure is a ConfigError naming source:line:col and the field."""
+def validate(model: type[M], data: Any, source: str, prefix: Sequence[Any] = (), context: dict | None = None, tree: Any = None) -> M:
+    """Validate ``data`` against ``model``; a failure is a ConfigError naming source:line:col and the field.
+
+    ``tree`` is the whole parsed file when ``data`` is a part of it found at ``prefix``.
+    """
     try:
         return model.model_validate(plain(data), context=context)
     except ValidationError as e:
-        raise ConfigError(format_validation_error(e, source, data, prefix)) from None
+        raise ConfigError(format_validation_error(e, source, data if tree is None else tree, prefix)) from None
     except ConfigError as e:
         raise ConfigError(f"{source}: {e}") from None
 
