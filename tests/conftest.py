@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -42,3 +43,46 @@ def clustered_vectors(n: int, dim: int, clusters: int = 32, seed: int = 0) -> tu
 @pytest.fixture
 def clustered():
     return clustered_vectors
+
+
+def _postgres_base() -> str | None:
+    url = os.environ.get("RAGCOST_TEST_POSTGRES_URL")
+    if not url:
+        if os.environ.get("RAGCOST_REQUIRE_POSTGRES"):
+            pytest.fail("RAGCOST_REQUIRE_POSTGRES is set but RAGCOST_TEST_POSTGRES_URL is not (see scripts/start_postgres.sh)")
+        pytest.skip("PostgreSQL tests need RAGCOST_TEST_POSTGRES_URL (eval \"$(scripts/start_postgres.sh)\")")
+    return url
+
+
+@contextlib.contextmanager
+def postgres_database():
+    """A fresh, empty PostgreSQL database, dropped afterwards."""
+    import uuid
+
+    import sqlalchemy as sa
+
+    base = _postgres_base()
+    name = f"rc_test_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield base.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with admin.connect() as c:
+            c.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture
+def postgres_url():
+    with postgres_database() as url:
+        yield url
+
+
+@pytest.fixture(params=["duckdb", "postgres"])
+def any_store_url(request, tmp_path):
+    """The same test against the embedded default and PostgreSQL through one SQLAlchemy URL."""
+    if request.param == "duckdb":
+        return f"duckdb:///{tmp_path}/nested/store.duckdb"
+    return request.getfixturevalue("postgres_url")

@@ -4,3 +4,4 @@ from ragcost.stages import retrieve as _retrieve  # noqa: F401
 from ragcost.stages.base import Hit, QueryState, Stage, StageParams, stage_registry
 
 __all__ = ["Hit", "QueryState", "Stage", "StageParams", "stage_registry"]
+from ragcost.stages import generate as _generate  # noqa: F401

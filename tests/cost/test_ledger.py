@@ -18,8 +18,8 @@ def _rows(n_stages=3):
 
 
 @pytest.fixture
-def url(tmp_path):
-    return f"duckdb:///{tmp_path}/ledger.duckdb"
+def url(any_store_url):
+    return any_store_url
 
 
 class TestCrashMidBatch:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -22,9 +24,20 @@ DOCS = {
 }
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    url = f"duckdb:///{tmp_path_factory.mktemp('filters')}/f.duckdb"
+@pytest.fixture(scope="module", params=["duckdb", "postgres"])
+def store(request, tmp_path_factory):
+    """The same filters against the embedded default and PostgreSQL."""
+    with contextlib.ExitStack() as stack:
+        if request.param == "duckdb":
+            url = f"duckdb:///{tmp_path_factory.mktemp('filters')}/f.duckdb"
+        else:
+            from tests.conftest import postgres_database
+
+            url = stack.enter_context(postgres_database())
+        yield from _filled(url)
+
+
+def _filled(url: str):
     recs = []
     docs = {**DOCS, **{f"h{i}": dict(tenant=v, tags=[v]) for i, v in enumerate(HOSTILE)}}
     for doc_id, meta in docs.items():

@@ -1,0 +1,128 @@
+"""Embed a dataset's corpus and queries once per embedder, and reuse them for every configuration.
+
+The corpus goes through the pipeline's own indexing (``run_index`` with the beir reader) into a
+Store of its own: ``.ragcost/eval/<dataset>-<fingerprint12>-c<size>o<overlap>.duckdb``. The
+fingerprint is the model's bytes, the name carries the chunking, and the store's per-document
+content hashes (with pruning) keep it at the corpus revision, so a rerun embeds nothing new.
+Query vectors are cached beside it, keyed by the hash of each query's text, with the measured
+embedding seconds and tokens that price them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from time import perf_counter
+from typing import Callable, Optional
+
+import numpy as np
+import sqlalchemy as sa
+
+from ragcost.config.index import IndexConfig
+from ragcost.config.pipeline import SourceConfig
+from ragcost.indexing import IndexSummary, run_index
+from ragcost.pipeline import Pipeline
+
+DEFAULT_CACHE = Path(".ragcost/eval")
+
+
+@dataclass
+class CorpusVectors:
+    """Every chunk's full-dimension vector, sorted by label, and the document each belongs to."""
+
+    labels: np.ndarray  # (n,) int64, ascending
+    vectors: np.ndarray  # (n, native_dim) float32, L2-normalised
+    doc_of: np.ndarray  # (n,) int64: position in doc_ids
+    doc_ids: list[str]
+    summary: IndexSummary
+    store_url: str
+    pipeline: Pipeline  # the cache pipeline: its store() holds the chunk texts (for rerank stages)
+
+
+@dataclass
+class QueryVectors:
+    ids: list[str]
+    vectors: np.ndarray  # (q, native_dim) float32
+    seconds: np.ndarray  # (q,) this query's share of the batch call that embedded it
+    tokens: np.ndarray  # (q,) input tokens the model read
+    embedded_now: int  # how many were not in the cache
+
+
+def cache_key(pipe: Pipeline, dataset: Path) -> str:
+    fp = pipe.embedder.fingerprint()
+    ch = pipe.config.chunking
+    return f"{dataset.name}-{fp[:12]}-c{ch.size}o{ch.overlap}"
+
+
+def cache_pipeline(pipe: Pipeline, dataset: Path, cache_dir: Path) -> Pipeline:
+    """The pipeline, pointed at the dataset and at a store of its own (the same embedder object)."""
+    key = cache_key(pipe, dataset)
+    cfg = pipe.config.model_copy(update={
+        "store": f"duckdb:///{cache_dir / (key + '.duckdb')}",
+        "index_dir": str(cache_dir / f"{key}.index"),
+        "source": SourceConfig(path=str(dataset.resolve()), reader="beir"),
+        "index": IndexConfig(backend="faiss", kind="flat"),  # run_index ends with a build; keep it trivial
+        "embed": pipe.config.embed.model_copy(update={"dim": None, "precision": "float32"}),
+    })
+    cp = Pipeline(cfg, pipe.path, cfg.index, pipe.raw)
+    cp.__dict__["embedder"] = pipe.embedder  # one loaded model
+    cp._stage_specs = []
+    return cp
+
+
+def embed_corpus(
+    pipe: Pipeline, dataset: Path, cache_dir: Path = DEFAULT_CACHE,
+    progress: Optional[Callable[[int, int], None]] = None,
+) -> CorpusVectors:
+    """Bring the cache store up to date with the dataset's corpus and return its vectors."""
+    cp = cache_pipeline(pipe, dataset, cache_dir)
+    summary = run_index(cp, prune=True, progress=progress)
+    store = cp.store()
+    labels, vectors = store.vectors()
+    c = store.chunks_t.c
+    with store.engine.connect() as conn:
+        rows = conn.execute(sa.select(c.label, c.doc_id).order_by(c.label)).all()
+    doc_ids = sorted({d for _, d in rows})
+    pos = {d: i for i, d in enumerate(doc_ids)}
+    doc_of = np.fromiter((pos[d] for _, d in rows), dtype=np.int64, count=len(rows))
+    return CorpusVectors(labels, vectors, doc_of, doc_ids, summary, cp.config.store_url, cp)
+
+
+def _text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def embed_queries(pipe: Pipeline, queries: dict[str, str], dataset: Path, cache_dir: Path = DEFAULT_CACHE) -> QueryVectors:
+    """Vectors of ``queries`` (id -> text), from the cache where the text is unchanged, else embedded in batches."""
+    emb = pipe.embedder
+    path = cache_dir / f"{cache_key(pipe, dataset)}.queries.npz"
+    cached: dict[str, tuple[str, np.ndarray, float, int]] = {}
+    if path.is_file():
+        z = np.load(path, allow_pickle=False)
+        for i, qid in enumerate(z["ids"].tolist()):
+            cached[qid] = (str(z["hashes"][i]), z["vectors"][i], float(z["seconds"][i]), int(z["tokens"][i]))
+    ids = list(queries)
+    todo = [q for q in ids if q not in cached or cached[q][0] != _text_hash(queries[q])]
+    if todo:
+        emb.warm_up()
+        bs = pipe.config.embed.batch_size
+        for i in range(0, len(todo), bs):
+            part = todo[i:i + bs]
+            texts = [queries[q] for q in part]
+            t0 = perf_counter()
+            vecs = emb.embed(texts)
+            share = (perf_counter() - t0) / len(part)
+            counts = [min(n, emb.max_tokens) for n in emb.count_tokens(texts)]
+            for q, v, n in zip(part, vecs, counts):
+                cached[q] = (_text_hash(queries[q]), np.asarray(v, np.float32), share, n)
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        keys = sorted(cached)
+        tmp = path.with_suffix(".tmp.npz")
+        np.savez(tmp, ids=np.array(keys), hashes=np.array([cached[q][0] for q in keys]),
+                 vectors=np.vstack([cached[q][1] for q in keys]).astype(np.float32),
+                 seconds=np.array([cached[q][2] for q in keys]), tokens=np.array([cached[q][3] for q in keys]))
+        tmp.replace(path)
+    return QueryVectors(
+        ids, np.vstack([cached[q][1] for q in ids]).astype(np.float32),
+        np.array([cached[q][2] for q in ids]), np.array([cached[q][3] for q in ids]), len(todo))

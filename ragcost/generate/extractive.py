@@ -1,0 +1,46 @@
+"""The no-LLM answer: the sentences of the top chunks that share most words with the question, cited."""
+
+from __future__ import annotations
+
+import re
+
+from ragcost.generate.prompt import Prompt
+
+SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+WORD = re.compile(r"[a-z0-9]+")
+STOP = frozenset(
+    "a an and are as at be by can do does for from how i in is it of on or so that the this to was what when where "
+    "which who why will with you your".split()
+)
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in WORD.findall(text.lower()) if w not in STOP and len(w) > 1}
+
+
+def extract(question: str, prompt: Prompt, sentences: int) -> tuple[str, list[int]]:
+    """The answer text (each sentence followed by its [n]) and the 1-based sources it used.
+
+    A sentence scores by the question words it contains, with a small bonus for higher-ranked
+    chunks so ties go to the better retrieval; the chosen sentences keep their reading order.
+    """
+    q = _words(question)
+    scored: list[tuple[float, int, int, str]] = []
+    order = 0
+    for n, hit in enumerate(prompt.sources, 1):
+        for sent in SENTENCE.split(" ".join(hit.text.split())):
+            sent = sent.strip()
+            if len(sent) < 3:
+                continue
+            overlap = len(q & _words(sent))
+            scored.append((overlap + 0.5 / n, order, n, sent))
+            order += 1
+    if not scored:
+        return "No passages were retrieved, so there is nothing to answer from.", []
+    best = sorted(scored, key=lambda t: (-t[0], t[1]))[:sentences]
+    best.sort(key=lambda t: t[1])
+    used: list[int] = []
+    for _, _, n, _ in best:
+        if n not in used:
+            used.append(n)
+    return " ".join(f"{s} [{n}]" for _, _, n, s in best), used

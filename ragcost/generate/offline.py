@@ -1,0 +1,84 @@
+"""In-process generation with ``vllm.LLM`` on a GPU machine (extra ``vllm``), batched, same accounting.
+
+Requests that arrive within ``batch_window_s`` of each other are generated in one
+``LLM.generate`` call, so the engine batches them as the server would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from time import perf_counter
+from typing import Any, Optional
+
+from ragcost.errors import DependencyError
+from ragcost.generate.attempt import USAGE_LOCAL, Attempt
+from ragcost.generate.params import BackendParams
+
+
+def load_llm(params: BackendParams):
+    try:
+        from vllm import LLM  # heavy; only on machines with the `vllm` extra
+    except ImportError as e:
+        raise DependencyError(
+            f"generate backend {params.name!r} (vllm-offline) needs vLLM in this environment: "
+            f"pip install 'ragcost[vllm]' on a GPU machine, or use backend: vllm with a running server ({e})"
+        ) from None
+    return LLM(model=params.model, **params.engine_args)
+
+
+def fill_from_output(att: Attempt, out: Any) -> Attempt:
+    """Tokens and timings from a vLLM ``RequestOutput`` (duck-typed; metrics may be absent)."""
+    comp = out.outputs[0]
+    att.text = comp.text
+    att.prompt_tokens = len(out.prompt_token_ids or [])
+    att.output_tokens = len(comp.token_ids or [])
+    cached = getattr(out, "num_cached_tokens", None)
+    att.cached_tokens = int(cached) if cached is not None else None
+    att.usage_source = USAGE_LOCAL
+    att.chunks = 1 if att.text else 0
+    m = getattr(out, "metrics", None)
+    first = getattr(m, "first_token_time", None) if m is not None else None
+    arrival = getattr(m, "arrival_time", None) if m is not None else None
+    if first is not None and arrival is not None:
+        att.ttft = max(0.0, float(first) - float(arrival))
+    att.ok = True
+    return att
+
+
+class OfflineBatcher:
+    """Collects requests for a short window and generates them together in a worker thread."""
+
+    def __init__(self, llm: Any, params: BackendParams, window_s: float):
+        self.llm, self.params, self.window_s = llm, params, window_s
+        self._pending: list[tuple[str, Attempt, asyncio.Future]] = []
+        self._flush: Optional[asyncio.Task] = None
+
+    def sampling(self):
+        from vllm import SamplingParams
+
+        return SamplingParams(max_tokens=self.params.max_tokens, temperature=self.params.temperature, **self.params.extra_body)
+
+    async def generate(self, text: str, att: Attempt) -> Attempt:
+        fut = asyncio.get_running_loop().create_future()
+        self._pending.append((text, att, fut))
+        if self._flush is None:
+            self._flush = asyncio.create_task(self._run_after_window())
+        return await fut
+
+    async def _run_after_window(self) -> None:
+        await asyncio.sleep(self.window_s)
+        batch, self._pending, self._flush = self._pending, [], None
+        start = perf_counter()
+        for _, att, _ in batch:
+            att.start = start
+        try:
+            outs = await asyncio.to_thread(self.llm.generate, [t for t, _, _ in batch], self.sampling())
+        except Exception as e:  # an engine fault fails every request of the batch, as data
+            for _, att, fut in batch:
+                att.end, att.error = perf_counter(), f"vllm.LLM.generate: {type(e).__name__}: {e}"
+                fut.set_result(att)
+            return
+        end = perf_counter()
+        for (_, att, fut), out in zip(batch, outs):
+            att.end = end
+            fut.set_result(fill_from_output(att, out))

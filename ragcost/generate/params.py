@@ -1,0 +1,80 @@
+"""Validated settings of one generation backend and of its retries (YAML maps one-to-one)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+BACKENDS = ("extractive", "vllm", "openai", "vllm-offline")
+DEFAULT_SYSTEM = (
+    "Answer the question using only the numbered passages. Cite every passage you use as [1], [2], ... "
+    "If the passages do not contain the answer, say so."
+)
+DEFAULT_TEMPLATE = "Passages:\n{context}\n\nQuestion: {question}\nAnswer:"
+
+
+class RetryParams(BaseModel):
+    """Exponential backoff with jitter between attempts of one backend (tenacity)."""
+
+    model_config = ConfigDict(extra="forbid")
+    attempts: int = Field(3, ge=1, le=20, description="tries per backend, the first included")
+    initial_s: float = Field(0.5, ge=0, description="first backoff; doubles each retry")
+    max_s: float = Field(8.0, ge=0, description="largest backoff")
+    jitter_s: float = Field(0.5, ge=0, description="uniform random seconds added to each backoff")
+
+
+class BackendParams(BaseModel):
+    """One generator in the chain: the stage's own (primary) or a ``fallback`` entry."""
+
+    model_config = ConfigDict(extra="forbid")
+    backend: Literal["extractive", "vllm", "openai", "vllm-offline"] = Field(
+        "extractive", description="extractive (no LLM), vllm (OpenAI-compatible server), openai (hosted API), vllm-offline (in-process vllm.LLM)")
+    label: Optional[str] = Field(None, description="name in reports, e.g. large/small; default: backend[:model]")
+    resource: Optional[str] = Field(None, description="price-book resource of this backend; default: the stage's")
+    base_url: Optional[str] = Field(None, description="server URL ending in /v1 (vllm, openai)")
+    model: Optional[str] = Field(None, description="served model name (vllm, openai) or local path (vllm-offline)")
+    api: Literal["chat", "completions"] = Field("chat", description="/v1/chat/completions or /v1/completions")
+    api_key_env: Optional[str] = Field(None, description="environment variable that holds the API key (openai: required)")
+    stream: bool = Field(True, description="stream tokens (TTFT and inter-token latency are measured only when streaming)")
+    continuous_usage: Optional[bool] = Field(
+        None, description="ask vLLM for usage in every chunk, so a cut stream still has server token counts; default: on for vllm")
+    max_tokens: int = Field(256, ge=1, description="most output tokens")
+    temperature: float = Field(0.0, ge=0, description="sampling temperature")
+    context_tokens: int = Field(2048, ge=1, description="budget for the retrieved passages in the prompt, in tokens")
+    max_chunks: int = Field(8, ge=1, description="most retrieved chunks put in the prompt")
+    tokenizer: Optional[str] = Field(None, description="tokenizer.json (or its folder) to count context tokens exactly; default: 4 characters a token")
+    system: str = Field(DEFAULT_SYSTEM, description="system prompt")
+    template: str = Field(DEFAULT_TEMPLATE, description="user prompt with {context} and {question}")
+    sentences: int = Field(3, ge=1, description="extractive: sentences in the answer")
+    timeout_s: float = Field(120.0, gt=0, description="whole-attempt deadline")
+    connect_timeout_s: float = Field(5.0, gt=0, description="TCP connect deadline")
+    read_timeout_s: float = Field(30.0, gt=0, description="longest silence between two stream chunks")
+    retry: RetryParams = Field(default_factory=RetryParams)
+    extra_body: dict[str, Any] = Field(default_factory=dict, description="extra request fields, e.g. {ignore_eos: true} for vLLM")
+    engine_args: dict[str, Any] = Field(default_factory=dict, description="vllm-offline: keyword arguments of vllm.LLM")
+
+    @model_validator(mode="after")
+    def _needs(self) -> "BackendParams":
+        if self.backend in ("vllm", "openai", "vllm-offline") and not self.model:
+            raise ValueError(f"backend {self.backend!r} needs model: (the served model name, or a local path for vllm-offline)")
+        if self.backend == "vllm" and not self.base_url:
+            raise ValueError("backend 'vllm' needs base_url:, e.g. http://127.0.0.1:8000/v1")
+        if self.backend == "openai" and not self.api_key_env:
+            raise ValueError("backend 'openai' needs api_key_env: the name of the variable holding the key, e.g. OPENAI_API_KEY")
+        if "{context}" not in self.template or "{question}" not in self.template:
+            raise ValueError("template must contain {context} and {question}")
+        return self
+
+    @property
+    def name(self) -> str:
+        return self.label or (f"{self.backend}:{self.model}" if self.model and self.backend != "vllm-offline" else self.backend)
+
+    @property
+    def url(self) -> str:
+        base = (self.base_url or "https://api.openai.com/v1").rstrip("/")
+        return f"{base}/chat/completions" if self.api == "chat" else f"{base}/completions"
+
+    @property
+    def wants_continuous_usage(self) -> bool:
+        return self.backend == "vllm" if self.continuous_usage is None else self.continuous_usage

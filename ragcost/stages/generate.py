@@ -1,0 +1,257 @@
+"""Generate an answer from the retrieved chunks, through a chain of backends with retries and fallback.
+
+The chain is the stage's own backend followed by its ``fallback`` entries (e.g. large vLLM ->
+small vLLM -> extractive). Each backend is tried with exponential backoff and jitter on
+retryable faults (timeouts, refused or cut connections, 429/5xx, malformed streams); then the
+next backend. Queries of a batch run concurrently up to ``concurrency``, so a vLLM server's
+continuous batching sees them together.
+
+Every attempt, failed or not, becomes its own usage record (``usage.notes["attempts"]``, a list
+of ``(QueryState, UsageRecord)`` that the runner turns into stage calls), so $ per successful
+request includes retries and fallbacks. Attempts on one resource within a batch share its busy
+time: each record carries the busy seconds of that resource in this batch (the union of its
+attempts' spans) and ``shared_by`` = the attempts that shared it, so a time-priced GPU is paid
+once for the batch, never once per concurrent stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from time import perf_counter
+from typing import Any, Callable, Optional
+
+from pydantic import Field
+
+from ragcost.cost.usage import UsageRecord
+from ragcost.errors import ConfigError
+from ragcost.generate.attempt import USAGE_LOCAL, Attempt, AttemptError
+from ragcost.generate.params import BackendParams
+from ragcost.generate.prompt import Prompt, build_prompt, cited, token_counter
+from ragcost.stages.base import QueryState, Stage, StageParams, stage_registry
+
+# on_event(state, kind, payload): kind is "text" (a streamed piece), "retry", "fallback" or "failed".
+OnEvent = Callable[[QueryState, str, str], None]
+
+
+class GenerateParams(StageParams, BackendParams):
+    concurrency: int = Field(8, ge=1, le=1024, description="requests in flight at once (per stage call)")
+    batch_window_ms: float = Field(0.0, ge=0, description="start requests only on these boundaries (vllm-offline: collect this long), so more land in one scheduler step")
+    fallback: list[BackendParams] = Field(default_factory=list, description="backends tried in order when the previous one fails")
+
+
+def busy_seconds(spans: list[tuple[float, float]]) -> float:
+    """Length of the union of [start, end] spans: the time at least one request was in flight."""
+    total, cur_s, cur_e = 0.0, None, None
+    for s, e in sorted(spans):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None:
+        total += cur_e - cur_s
+    return total
+
+
+@stage_registry.register("generate")
+class Generate(Stage):
+    type = "generate"
+    Params = GenerateParams
+
+    def __init__(self, params: GenerateParams, pipeline) -> None:
+        super().__init__(params, pipeline)
+        self.on_event: Optional[OnEvent] = None
+        self._offline: dict[int, Any] = {}
+        self._llms: dict[int, Any] = {}
+
+    # ---- the chain ---------------------------------------------------------------------------
+    def chain(self) -> list[BackendParams]:
+        own = {k: getattr(self.params, k) for k in BackendParams.model_fields}
+        return [BackendParams(**own), *self.params.fallback]
+
+    def resource_of(self, i: int, b: BackendParams) -> str:
+        if b.resource:
+            return b.resource
+        return self.resource if i == 0 else self.pipeline.config.resource
+
+    def label_of(self, i: int, b: BackendParams) -> str:
+        return self.name if i == 0 else f"{self.name}/{b.name}"
+
+    def warm_up(self) -> None:
+        from ragcost.generate.client import headers
+        from ragcost.generate.offline import load_llm
+
+        for i, b in enumerate(self.chain()):
+            self.pipeline.price_book.resource(self.resource_of(i, b), f"{self.pipeline.path}: stage {self.name!r} backend {b.name!r}")
+            headers(b)  # a missing API key fails now, not after the first batch
+            token_counter(b)
+            if b.backend == "vllm-offline" and i not in self._llms:
+                self._llms[i] = load_llm(b)
+
+    # ---- running -----------------------------------------------------------------------------
+    def run(self, batch: list[QueryState], usage: UsageRecord) -> list[QueryState]:
+        per_state = _run_coroutine(self._generate_all(batch))
+        records = self.attempt_records(batch, per_state)
+        usage.notes["attempts"] = records
+        _aggregate(usage, [r for _, r in records])
+        return batch
+
+    async def _generate_all(self, batch: list[QueryState]) -> list[list[Attempt]]:
+        from ragcost.generate.client import make_client
+        from ragcost.generate.offline import OfflineBatcher
+
+        chain = self.chain()
+        sem = asyncio.Semaphore(self.params.concurrency)
+        clients = {i: make_client(self.params.concurrency, b) for i, b in enumerate(chain) if b.backend in ("vllm", "openai")}
+        window = self.params.batch_window_ms / 1000
+        self._offline = {i: OfflineBatcher(llm, chain[i], window or 0.005) for i, llm in self._llms.items()}
+        t0 = perf_counter()
+        try:
+            return list(await asyncio.gather(*(self._one(s, chain, sem, clients, t0) for s in batch)))
+        finally:
+            await asyncio.gather(*(c.aclose() for c in clients.values()))
+
+    async def _one(self, state: QueryState, chain: list[BackendParams], sem, clients, t0: float) -> list[Attempt]:
+        from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+        attempts: list[Attempt] = []
+        for i, b in enumerate(chain):
+            prompt = build_prompt(state.text, state.hits, b)
+            retrying = AsyncRetrying(
+                stop=stop_after_attempt(b.retry.attempts),
+                wait=wait_exponential_jitter(initial=b.retry.initial_s, max=b.retry.max_s, jitter=b.retry.jitter_s),
+                retry=retry_if_exception(lambda e: isinstance(e, AttemptError) and e.attempt.retryable),
+                reraise=True,
+            )
+            try:
+                async for t in retrying:
+                    with t:
+                        att = Attempt(backend=b.name, resource=self.resource_of(i, b),
+                                      try_no=t.retry_state.attempt_number, fallback=i > 0)
+                        async with sem:
+                            await self._align(t0)
+                            await self._call(i, b, prompt, att, state, clients.get(i))
+                        attempts.append(att)
+                        if not att.ok:
+                            if att.retryable and att.try_no < b.retry.attempts:
+                                self._emit(state, "retry", f"{b.name}: {att.error}")
+                            raise AttemptError(att)
+                self._finish(state, b, prompt, att, attempts)
+                return attempts
+            except AttemptError as e:
+                nxt = chain[i + 1].name if i + 1 < len(chain) else None
+                if nxt:
+                    self._emit(state, "fallback", f"{b.name} failed ({e.attempt.error}); falling back to {nxt}")
+        last = attempts[-1].error if attempts else "no backend"
+        state.error = f"stage {self.name!r}: every backend failed ({', '.join(b.name for b in chain)}); last error: {last}"
+        self._emit(state, "failed", state.error)
+        self._note(state, None, None, attempts)
+        return attempts
+
+    async def _align(self, t0: float) -> None:
+        w = self.params.batch_window_ms / 1000
+        if w > 0 and not self._offline:
+            await asyncio.sleep((-(perf_counter() - t0)) % w)
+
+    async def _call(self, i: int, b: BackendParams, prompt: Prompt, att: Attempt, state: QueryState, client) -> None:
+        if b.backend == "extractive":
+            from ragcost.generate.extractive import extract
+
+            att.start = perf_counter()
+            att.text, _ = extract(state.text, prompt, b.sentences)
+            att.end = perf_counter()
+            att.ok, att.usage_source, att.chunks = True, USAGE_LOCAL, 1
+            self._emit(state, "text", att.text)
+        elif b.backend == "vllm-offline":
+            await self._offline[i].generate(prompt.text(), att)
+            if att.ok:
+                self._emit(state, "text", att.text)
+        else:
+            from ragcost.generate.client import complete
+
+            await complete(client, b, prompt, att, on_text=lambda piece: self._emit(state, "text", piece))
+
+    def _emit(self, state: QueryState, kind: str, payload: str) -> None:
+        if self.on_event is not None:
+            self.on_event(state, kind, payload)
+
+    def _finish(self, state: QueryState, b: BackendParams, prompt: Prompt, att: Attempt, attempts: list[Attempt]) -> None:
+        state.answer = att.text
+        state.citations = cited(att.text, prompt.sources)
+        self._note(state, att, prompt, attempts)
+
+    def _note(self, state: QueryState, att: Optional[Attempt], prompt: Optional[Prompt], attempts: list[Attempt]) -> None:
+        ms = lambda x: None if x is None else round(x * 1000, 3)  # noqa: E731
+        state.notes["generation"] = {
+            "backend": att.backend if att else None,
+            "attempts": len(attempts),
+            "failed_attempts": sum(1 for a in attempts if not a.ok),
+            "ttft_ms": ms(att.ttft) if att else None,
+            "tpot_ms": ms(att.tpot) if att else None,
+            "e2e_ms": ms(att.e2e) if att else None,
+            "input_tokens": att.prompt_tokens if att else None,
+            "cached_input_tokens": att.cached_tokens if att else None,
+            "output_tokens": att.output_tokens if att else None,
+            "context_chunks": len(prompt.sources) if prompt else None,
+            "context_dropped": prompt.dropped if prompt else None,
+            "errors": [a.error for a in attempts if not a.ok],
+        }
+
+    # ---- accounting --------------------------------------------------------------------------
+    def attempt_records(self, batch: list[QueryState], per_state: list[list[Attempt]]) -> list[tuple[QueryState, UsageRecord]]:
+        """One usage record per attempt; attempts on one resource share its busy time in this batch."""
+        chain = self.chain()
+        labels = {b.name: self.label_of(i, b) for i, b in reversed(list(enumerate(chain)))}
+        groups: dict[str, list[Attempt]] = {}
+        for atts in per_state:
+            for a in atts:
+                groups.setdefault(a.resource, []).append(a)
+        busy = {r: busy_seconds([(a.start, a.end) for a in atts]) for r, atts in groups.items()}
+        call_ids = {r: uuid.uuid4().hex for r in groups}
+        out: list[tuple[QueryState, UsageRecord]] = []
+        for state, atts in zip(batch, per_state):
+            for a in atts:
+                rec = UsageRecord(
+                    stage=labels.get(a.backend, self.name), resource=a.resource, wall_seconds=busy[a.resource],
+                    items=1, calls=1, retries=1 if a.try_no > 1 else 0, failures=0 if a.ok else 1,
+                    input_tokens=a.uncached_input, cached_input_tokens=a.cached_tokens, output_tokens=a.output_tokens,
+                    shared_by=len(groups[a.resource]),
+                    notes={"call_id": call_ids[a.resource], "backend": a.backend, "try": a.try_no, "fallback": a.fallback,
+                           "ok": a.ok, "error": a.error, "status": a.status, "usage": a.usage_source,
+                           "ttft_s": a.ttft, "tpot_s": a.tpot, "e2e_s": a.e2e, "chunks": a.chunks,
+                           "itl_mean_s": sum(a.itl) / len(a.itl) if a.itl else None},
+                )
+                out.append((state, rec))
+        return out
+
+
+def _aggregate(usage: UsageRecord, records: list[UsageRecord]) -> None:
+    """The call's own record, summed over attempts (what a runner without per-attempt records prices)."""
+    usage.retries = sum(r.retries for r in records)
+    usage.failures = sum(r.failures for r in records)
+    for key in ("input_tokens", "output_tokens"):
+        vals = [getattr(r, key) for r in records if getattr(r, key) is not None]
+        setattr(usage, key, sum(vals) if vals else None)
+    with_input = [r for r in records if r.input_tokens is not None]
+    known = [r.cached_input_tokens for r in with_input if r.cached_input_tokens is not None]
+    usage.cached_input_tokens = sum(known) if with_input and len(known) == len(with_input) else None
+
+
+def _run_coroutine(coro):
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    # Called from inside an event loop (a notebook): run ours on a worker thread.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as ex:
+        return ex.submit(asyncio.run, coro).result()
+
+
+def check_chain(params: GenerateParams) -> None:
+    """Fallback entries are whole backends; an extractive primary with fallbacks is pointless."""
+    if params.backend == "extractive" and params.fallback:
+        raise ConfigError("generate: backend extractive never fails; drop `fallback:` or put extractive last in it")

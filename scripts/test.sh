@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Set up from a clean clone and run the whole test suite (slow tests included).
+# Starts the services the tests talk to: a throwaway PostgreSQL on 127.0.0.1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+.venv/bin/pip install -q torch==2.13.0
+.venv/bin/pip install -q -e '.[dev,postgres]'
+eval "$(scripts/start_postgres.sh)"
+# In CI a missing service is a failure, not a skip.
+if [ "${CI:-}" = true ]; then export RAGCOST_REQUIRE_POSTGRES=1; fi
+exec .venv/bin/python -m pytest "$@"
