@@ -34,6 +34,7 @@ class StageCall:
     record: UsageRecord
     cost_usd: float
     call_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    query: Optional[QueryState] = None  # set when the call served one query only (a generate attempt)
 
 
 @dataclass
@@ -233,7 +234,13 @@ class Pipeline:
                 result.calls.append(StageCall(rec, cost_of(rec, book)))
                 raise StageError(f"stage {stage.name!r} failed: {type(e).__name__}: {e}") from e
             rec.wall_seconds = perf_counter() - t0
-            result.calls.append(StageCall(rec, cost_of(rec, book)))
+            # A stage may report one record per attempt, each for one query (generate: retries,
+            # fallbacks); they replace the call's own record. Attempts sharing a busy period share a call_id.
+            attempts = rec.notes.pop("attempts", None)
+            for state, a in attempts or []:
+                result.calls.append(StageCall(a, cost_of(a, book), a.notes.pop("call_id", None) or uuid.uuid4().hex, state))
+            if not attempts:
+                result.calls.append(StageCall(rec, cost_of(rec, book)))
         result.storage_usd_per_query = self.storage_usd_per_query()
         return result
 

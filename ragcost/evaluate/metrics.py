@@ -51,20 +51,33 @@ def binary(qrels: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
     return {q: {d: int(s >= 1) for d, s in docs.items()} for q, docs in qrels.items()}
 
 
-def ann_recall(found: Sequence[Sequence[int]], exact_scores: np.ndarray, k: int, tol: float = 1e-5) -> float:
+def ann_recall(found_scores: Sequence[np.ndarray], kth: np.ndarray, k: int, n_docs: int, tol: float = 1e-5) -> float:
     """Mean over queries of the share of the exact top-k documents the ANN run found.
 
-    ``found`` holds each query's returned document positions (best first); ``exact_scores`` is the
-    (queries, documents) exact score matrix on the same vectors. A returned document scoring within
-    ``tol`` of the exact k-th score counts as found, so exact ties never read as misses.
+    ``found_scores[i]`` are the exact scores (same vectors, full precision) of the documents the ANN
+    run returned for query i, best first; ``kth[i]`` is the exact k-th best document score. A
+    returned document within ``tol`` of it counts as found, so exact ties never read as misses.
     """
-    nq, ndocs = exact_scores.shape
-    kk = min(k, ndocs)
-    if nq == 0 or kk == 0:
+    kk = min(k, n_docs)
+    if len(found_scores) == 0 or kk == 0:
         return 1.0
-    kth = -np.partition(-exact_scores, kk - 1, axis=1)[:, kk - 1]
-    total = 0.0
-    for i, docs in enumerate(found):
-        top = np.asarray(list(docs)[:kk], dtype=np.int64)
-        total += float((exact_scores[i, top] >= kth[i] - tol).sum()) / kk if len(top) else 0.0
-    return total / nq
+    hits = [float((np.asarray(s[:kk]) >= t - tol).sum()) for s, t in zip(found_scores, kth)]
+    return float(np.mean(hits)) / kk
+
+
+def exact_kth(queries: np.ndarray, vectors: np.ndarray, doc_of: np.ndarray, ks: Sequence[int]) -> dict[int, np.ndarray]:
+    """Per k, each query's exact k-th best *document* score (a document scores as its best chunk)."""
+    n_docs = int(doc_of.max()) + 1 if len(doc_of) else 0
+    perm = np.argsort(doc_of, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(doc_of[perm]) != 0])
+    out = {k: np.full(len(queries), -np.inf, np.float32) for k in ks}
+    if n_docs == 0:
+        return out
+    block = max(1, int(5e7 // max(len(vectors), 1)))  # bounds the (block, chunks) scratch to ~200 MB
+    vt = np.ascontiguousarray(vectors[perm]).T
+    for a in range(0, len(queries), block):
+        docs = np.maximum.reduceat(queries[a:a + block] @ vt, starts, axis=1)
+        for k in ks:
+            kk = min(k, n_docs)
+            out[k][a:a + block] = -np.partition(-docs, kk - 1, axis=1)[:, kk - 1]
+    return out

@@ -24,6 +24,7 @@ class Attempt:
     resource: str
     try_no: int = 1  # 1 = first try of this backend, 2.. = retries
     fallback: bool = False  # a backend after the first in the chain
+    position: int = 0  # index of the backend in the chain
     ok: bool = False
     error: Optional[str] = None
     retryable: bool = False

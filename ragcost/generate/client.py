@@ -46,7 +46,7 @@ def headers(params: BackendParams) -> dict[str, str]:
         return {}
     key = os.environ.get(params.api_key_env)
     if not key:
-        raise ConfigError(f"generate backend {params.name!r}: environment variable {params.api_key_env} is not set; "
+        raise ConfigError(f"generate backend {params.backend_name!r}: environment variable {params.api_key_env} is not set; "
                           f"export {params.api_key_env}=<your API key>")
     return {"Authorization": f"Bearer {key}"}
 

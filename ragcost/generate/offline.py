@@ -20,7 +20,7 @@ def load_llm(params: BackendParams):
         from vllm import LLM  # heavy; only on machines with the `vllm` extra
     except ImportError as e:
         raise DependencyError(
-            f"generate backend {params.name!r} (vllm-offline) needs vLLM in this environment: "
+            f"generate backend {params.backend_name!r} (vllm-offline) needs vLLM in this environment: "
             f"pip install 'ragcost[vllm]' on a GPU machine, or use backend: vllm with a running server ({e})"
         ) from None
     return LLM(model=params.model, **params.engine_args)

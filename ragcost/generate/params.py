@@ -67,7 +67,7 @@ class BackendParams(BaseModel):
         return self
 
     @property
-    def name(self) -> str:
+    def backend_name(self) -> str:
         return self.label or (f"{self.backend}:{self.model}" if self.model and self.backend != "vllm-offline" else self.backend)
 
     @property

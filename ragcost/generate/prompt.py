@@ -6,11 +6,13 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ragcost.errors import ConfigError, DependencyError
 from ragcost.generate.params import BackendParams
-from ragcost.stages.base import Hit
+
+if TYPE_CHECKING:  # stages import this package: no runtime import back
+    from ragcost.stages.base import Hit
 
 CITE = re.compile(r"\[(\d{1,3})\]")
 

@@ -1,7 +1,7 @@
 """Built-in stages, registered by short name on import."""
 
 from ragcost.stages import retrieve as _retrieve  # noqa: F401
+from ragcost.stages import generate as _generate  # noqa: F401
 from ragcost.stages.base import Hit, QueryState, Stage, StageParams, stage_registry
 
 __all__ = ["Hit", "QueryState", "Stage", "StageParams", "stage_registry"]
-from ragcost.stages import generate as _generate  # noqa: F401

@@ -77,14 +77,14 @@ class Generate(Stage):
         return self.resource if i == 0 else self.pipeline.config.resource
 
     def label_of(self, i: int, b: BackendParams) -> str:
-        return self.name if i == 0 else f"{self.name}/{b.name}"
+        return self.name if i == 0 else f"{self.name}/{b.backend_name}"
 
     def warm_up(self) -> None:
         from ragcost.generate.client import headers
         from ragcost.generate.offline import load_llm
 
         for i, b in enumerate(self.chain()):
-            self.pipeline.price_book.resource(self.resource_of(i, b), f"{self.pipeline.path}: stage {self.name!r} backend {b.name!r}")
+            self.pipeline.price_book.resource(self.resource_of(i, b), f"{self.pipeline.path}: stage {self.name!r} backend {b.backend_name!r}")
             headers(b)  # a missing API key fails now, not after the first batch
             token_counter(b)
             if b.backend == "vllm-offline" and i not in self._llms:
@@ -128,24 +128,24 @@ class Generate(Stage):
             try:
                 async for t in retrying:
                     with t:
-                        att = Attempt(backend=b.name, resource=self.resource_of(i, b),
-                                      try_no=t.retry_state.attempt_number, fallback=i > 0)
+                        att = Attempt(backend=b.backend_name, resource=self.resource_of(i, b),
+                                      try_no=t.retry_state.attempt_number, fallback=i > 0, position=i)
                         async with sem:
                             await self._align(t0)
                             await self._call(i, b, prompt, att, state, clients.get(i))
                         attempts.append(att)
                         if not att.ok:
                             if att.retryable and att.try_no < b.retry.attempts:
-                                self._emit(state, "retry", f"{b.name}: {att.error}")
+                                self._emit(state, "retry", f"{b.backend_name}: {att.error}")
                             raise AttemptError(att)
                 self._finish(state, b, prompt, att, attempts)
                 return attempts
             except AttemptError as e:
-                nxt = chain[i + 1].name if i + 1 < len(chain) else None
+                nxt = chain[i + 1].backend_name if i + 1 < len(chain) else None
                 if nxt:
-                    self._emit(state, "fallback", f"{b.name} failed ({e.attempt.error}); falling back to {nxt}")
+                    self._emit(state, "fallback", f"{b.backend_name} failed ({e.attempt.error}); falling back to {nxt}")
         last = attempts[-1].error if attempts else "no backend"
-        state.error = f"stage {self.name!r}: every backend failed ({', '.join(b.name for b in chain)}); last error: {last}"
+        state.error = f"stage {self.name!r}: every backend failed ({', '.join(b.backend_name for b in chain)}); last error: {last}"
         self._emit(state, "failed", state.error)
         self._note(state, None, None, attempts)
         return attempts
@@ -203,7 +203,7 @@ class Generate(Stage):
     def attempt_records(self, batch: list[QueryState], per_state: list[list[Attempt]]) -> list[tuple[QueryState, UsageRecord]]:
         """One usage record per attempt; attempts on one resource share its busy time in this batch."""
         chain = self.chain()
-        labels = {b.name: self.label_of(i, b) for i, b in reversed(list(enumerate(chain)))}
+        labels = [self.label_of(i, b) for i, b in enumerate(chain)]
         groups: dict[str, list[Attempt]] = {}
         for atts in per_state:
             for a in atts:
@@ -214,7 +214,7 @@ class Generate(Stage):
         for state, atts in zip(batch, per_state):
             for a in atts:
                 rec = UsageRecord(
-                    stage=labels.get(a.backend, self.name), resource=a.resource, wall_seconds=busy[a.resource],
+                    stage=labels[a.position], resource=a.resource, wall_seconds=busy[a.resource],
                     items=1, calls=1, retries=1 if a.try_no > 1 else 0, failures=0 if a.ok else 1,
                     input_tokens=a.uncached_input, cached_input_tokens=a.cached_tokens, output_tokens=a.output_tokens,
                     shared_by=len(groups[a.resource]),
@@ -250,8 +250,3 @@ def _run_coroutine(coro):
     with ThreadPoolExecutor(1) as ex:
         return ex.submit(asyncio.run, coro).result()
 
-
-def check_chain(params: GenerateParams) -> None:
-    """Fallback entries are whole backends; an extractive primary with fallbacks is pointless."""
-    if params.backend == "extractive" and params.fallback:
-        raise ConfigError("generate: backend extractive never fails; drop `fallback:` or put extractive last in it")

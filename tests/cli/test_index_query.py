@@ -199,3 +199,19 @@ def test_kill_9_midway_then_rerun_leaves_every_document_exactly_once(tmp_path):
         assert sorted(s.doc_hashes()) == sorted(d[0] for d in docs)
         labels, vectors = s.vectors()
         assert len(set(labels.tolist())) == len(labels) == s.count_chunks()
+
+
+def test_index_query_and_report_on_postgresql(tmp_path, capsys, postgres_url):
+    """The same pipeline with `store:` pointing at PostgreSQL: store, filters and ledger all there."""
+    write_corpus(tmp_path / "kb.jsonl")
+    p = write_pipeline(tmp_path, store=postgres_url)
+    code, out, err = run_cli(capsys, "index", p)
+    assert code == 0, err
+    assert "12 embedded" in out
+    res = _query_json(capsys, p, "billing question", "-k", "3", "--filter", '{"tags": {"$in": ["billing"]}, "year": {"$gte": 2024}}')
+    assert {h["doc_id"] for h in res["queries"][0]["hits"]} == {"kb-3", "kb-7"}
+    code, out, _ = run_cli(capsys, "index", p)
+    assert "0 embedded" in out
+    code, out, err = run_cli(capsys, "report", p, "--json")
+    assert code == 0, err
+    assert json.loads(out)["totals"]["queries"] == 1

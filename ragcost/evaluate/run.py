@@ -1,0 +1,390 @@
+"""Run an eval spec: embed once, build each index once, sweep its search parameters, measure, price.
+
+The runner measures around the VectorIndex interface (ann-benchmarks style): per-query wall time
+of a single-query search (p50/p95/p99, QPS), one batch search (batch QPS), build seconds and
+bytes. Retrieval is per document: chunks are fetched ``fetch_multiplier`` x deeper than the
+documents wanted and collapsed to each document's best chunk (searching wider when too few
+documents came back). Dollars come from ragcost.cost.compute and the pipeline's price book:
+the query's embedding share + its search time on the time resource + extra stages + amortised
+storage of the index and the float32 copy kept beside it (as ``Pipeline.storage_bytes``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from time import perf_counter
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from ragcost.cost.usage import UsageRecord
+from ragcost.errors import ConfigError, RagcostError
+from ragcost.evaluate.spec import Candidate, LoadedSpec, Skipped, expand
+from ragcost.evaluate.vectors import DEFAULT_CACHE, CorpusVectors, QueryVectors, embed_corpus, embed_queries
+
+Progress = Callable[[str, int, Optional[int]], None]  # (task, done, total)
+RERANK_BATCH = 32
+
+
+@dataclass
+class ConfigResult:
+    """One configuration's measurements; ``status`` is ok, skipped or failed (with ``reason``)."""
+
+    name: str
+    status: str = "ok"
+    reason: str = ""
+    index_file: str = ""
+    backend: str = ""
+    kind: str = ""
+    dim: int = 0
+    precision: str = ""
+    build: dict[str, Any] = field(default_factory=dict)
+    search: dict[str, Any] = field(default_factory=dict)
+    rerank: Optional[dict[str, Any]] = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    p50_ms: float = 0.0
+    p95_ms: float = 0.0
+    p99_ms: float = 0.0
+    qps_single: float = 0.0
+    qps_batch: float = 0.0
+    build_seconds: float = 0.0
+    bytes_per_vector: float = 0.0
+    index_bytes: int = 0
+    queries: int = 0
+    useful: int = 0
+    total_usd: float = 0.0
+    usd_per_1k_queries: float = 0.0
+    usd_per_useful: Optional[float] = None  # None: no useful document was retrieved
+    pareto: bool = False
+    recommended: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    def quality(self, name: str) -> float:
+        return self.metrics.get(name, float("nan"))
+
+
+@dataclass
+class EvalRun:
+    """A whole evaluation: what was compared, on what, and every configuration's result."""
+
+    name: str
+    spec_path: str
+    pipeline: str
+    dataset: str
+    quality: str
+    within_pct: float
+    k: list[int]
+    metric_names: list[str]
+    queries: int
+    documents: int
+    chunks: int
+    native_dim: int
+    embedded_documents: int
+    embed_seconds: float
+    query_embed_ms: float  # mean per query
+    price_book_version: str
+    started_at: str
+    wall_seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+    results: list[ConfigResult] = field(default_factory=list)
+    run_id: Optional[str] = None
+
+    def ok(self) -> list[ConfigResult]:
+        return [r for r in self.results if r.status == "ok"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class EvalContext:
+    """What an extra stage sees as its ``pipeline`` during eval: the real pipeline, but
+    ``artifact()`` is the index under test (with its labels and the float32 vectors at this dim),
+    ``store()`` is the eval cache store (chunk texts), ``dim`` and ``index_config`` are this config's."""
+
+    def __init__(self, pipeline: Any, loaded: Any, index_config: Any, dim: int) -> None:
+        self._pipeline, self._loaded, self.index_config, self.dim = pipeline, loaded, index_config, dim
+
+    def artifact(self) -> Any:
+        return self._loaded
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pipeline, name)
+
+
+def _noop(task: str, done: int, total: Optional[int]) -> None:
+    pass
+
+
+def run_eval(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Progress = _noop) -> EvalRun:
+    """Everything `ragcost eval SPEC` measures, as data (nothing printed, nothing written but the caches)."""
+    from ragcost.evaluate.datasets import load_dataset
+    from ragcost.evaluate.metrics import exact_kth
+    from ragcost.evaluate.pareto import mark
+    from ragcost.pipeline import Pipeline
+
+    t_start = perf_counter()
+    spec = ls.spec
+    pipe = Pipeline.load(ls.pipeline_path)
+    book = pipe.price_book
+    try:
+        progress("loading model", 0, None)
+        pipe.embedder.warm_up()
+        corpus = embed_corpus(pipe, ls.dataset_path, cache_dir, progress=lambda d, t: progress("embedding corpus", d, t))
+        ds = load_dataset(ls.dataset_path, corpus.doc_ids)
+        queries = dict(list(ds.queries.items())[: spec.max_queries] if spec.max_queries else ds.queries)
+        qrels = {q: ds.qrels[q] for q in queries}
+        progress("embedding queries", 0, len(queries))
+        qv = embed_queries(pipe, queries, ls.dataset_path, cache_dir)
+        progress("embedding queries", len(queries), len(queries))
+        native = int(corpus.vectors.shape[1])
+        candidates, skipped = expand(ls, native, min(pipe.dim, native))
+        run = EvalRun(
+            name=ls.name, spec_path=str(ls.path), pipeline=pipe.config.name, dataset=ds.name, quality=spec.quality,
+            within_pct=spec.within_pct, k=list(spec.k), metric_names=spec.metric_names(), queries=len(queries),
+            documents=len(corpus.doc_ids), chunks=len(corpus.labels), native_dim=native,
+            embedded_documents=corpus.summary.embedded_documents, embed_seconds=corpus.summary.embed_seconds,
+            query_embed_ms=float(qv.seconds.mean() * 1000) if len(qv.seconds) else 0.0,
+            price_book_version=str(book.version), started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            warnings=ds.problems.lines() + [f"skipped input: {s}" for s in corpus.summary.report.skipped[:3]],
+        )
+        run.results.extend(ConfigResult(s.name, status="skipped", reason=s.reason) for s in skipped)
+        ev = _Evaluator(ls, pipe, book, corpus, qv, queries, qrels)
+        exact: dict[int, dict[int, np.ndarray]] = {}
+        groups: dict[tuple, list[Candidate]] = {}
+        for c in candidates:
+            groups.setdefault(c.build_key, []).append(c)
+        done = 0
+        progress("configurations", 0, len(candidates))
+        for group in groups.values():
+            first = group[0]
+            if first.dim not in exact:
+                exact[first.dim] = exact_kth(ev.queries_at(first.dim), ev.vectors_at(first.dim), corpus.doc_of, spec.k)
+            try:
+                index, build_s = ev.build(first)
+            except Exception as e:  # failures are data: the other configurations still run
+                for c in group:
+                    run.results.append(_failed(c, f"build failed: {_msg(e)}"))
+                done += len(group)
+                progress("configurations", done, len(candidates))
+                continue
+            for c in group:
+                progress(f"searching {c.name}", done, len(candidates))
+                try:
+                    run.results.append(ev.measure(c, index, build_s, exact[c.dim]))
+                except ConfigError:
+                    raise
+                except Exception as e:
+                    run.results.append(_failed(c, f"search failed: {_msg(e)}"))
+                done += 1
+                progress("configurations", done, len(candidates))
+            del index
+        mark(run.results, spec.quality, spec.within_pct)
+        run.wall_seconds = perf_counter() - t_start
+        return run
+    finally:
+        pipe.close()
+
+
+def _msg(e: Exception) -> str:
+    return str(e) if isinstance(e, RagcostError) else f"{type(e).__name__}: {e}"
+
+
+def _failed(c: Candidate, reason: str) -> ConfigResult:
+    r = _describe(ConfigResult(c.name), c)
+    r.status, r.reason = "failed", reason
+    return r
+
+
+def _describe(r: ConfigResult, c: Candidate) -> ConfigResult:
+    r.index_file, r.backend, r.kind = c.index_file, c.index_config.backend, c.index_config.kind
+    r.dim, r.precision, r.build, r.search, r.rerank = c.dim, c.precision, dict(c.index_config.build), dict(c.search), c.rerank
+    return r
+
+
+class _Evaluator:
+    """Builds and measures candidates over one corpus and one set of queries."""
+
+    def __init__(self, ls: LoadedSpec, pipe: Any, book: Any, corpus: CorpusVectors, qv: QueryVectors,
+                 queries: dict[str, str], qrels: dict[str, dict[str, int]]) -> None:
+        self.ls, self.spec, self.pipe, self.book = ls, ls.spec, pipe, book
+        self.corpus, self.qv, self.queries, self.qrels = corpus, qv, queries, qrels
+        self.qids = list(queries)
+        self._vecs: dict[int, np.ndarray] = {}
+        self._qvecs: dict[int, np.ndarray] = {}
+        self._chunk_rows: dict[int, dict] = {}
+        # doc -> its chunk rows, for exact scores of returned documents
+        perm = np.argsort(corpus.doc_of, kind="stable")
+        bounds = np.flatnonzero(np.r_[True, np.diff(corpus.doc_of[perm]) != 0, True])
+        self._doc_rows = [perm[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1)]
+
+    def vectors_at(self, dim: int) -> np.ndarray:
+        from ragcost.embed.reduce import truncate
+
+        if dim not in self._vecs:
+            self._vecs = {dim: truncate(self.corpus.vectors, dim)}  # one dim at a time: groups are built in order
+        return self._vecs[dim]
+
+    def queries_at(self, dim: int) -> np.ndarray:
+        from ragcost.embed.reduce import truncate
+
+        if dim not in self._qvecs:
+            self._qvecs[dim] = truncate(self.qv.vectors, dim)
+        return self._qvecs[dim]
+
+    def build(self, c: Candidate) -> tuple[Any, float]:
+        from ragcost.index.artifact import timed_build
+
+        return timed_build(c.index_config, self.vectors_at(c.dim), self.corpus.labels, c.precision)
+
+    # ---- one configuration ---------------------------------------------------------------
+
+    def _collapse(self, scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(doc positions, their best chunk's label, score), best first, one per document."""
+        ok = labels >= 0
+        lab, sc = labels[ok], scores[ok]
+        docs = self.corpus.doc_of[np.searchsorted(self.corpus.labels, lab)]
+        _, first = np.unique(docs, return_index=True)
+        first.sort()
+        return docs[first], lab[first], sc[first]
+
+    def _retrieve(self, index: Any, q: np.ndarray, want: int, params: Optional[dict]) -> tuple[tuple, float]:
+        """One query, timed: fetch chunks, collapse, fetch wider while too few documents came back."""
+        n = len(self.corpus.labels)
+        fetch = min(n, want * self.spec.fetch_multiplier)
+        t0 = perf_counter()
+        while True:
+            scores, labels = index.search(q, fetch, params=params)
+            got = self._collapse(scores[0], labels[0])
+            if len(got[0]) >= want or fetch >= n:
+                break
+            fetch = min(n, fetch * 4)
+        return got, perf_counter() - t0
+
+    def measure(self, c: Candidate, index: Any, build_s: float, kth: dict[int, np.ndarray]) -> ConfigResult:
+        from ragcost.cost.compute import cost_of, storage_cost_per_query
+        from ragcost.cost.useful import QrelsJudge, cost_per_useful
+        from ragcost.evaluate.metrics import ann_recall, evaluate
+
+        spec, corpus = self.spec, self.corpus
+        r = _describe(ConfigResult(c.name), c)
+        r.warnings = list(index.warnings)
+        kmax, k0 = max(spec.k), spec.k[0]
+        stage = self.ls.stages.get(c.entry)
+        want = (c.candidates or 4 * kmax) if stage else kmax
+        params = c.search or None
+        Q = self.queries_at(c.dim)
+        V = self.vectors_at(c.dim)
+        got, lat = [], np.zeros(len(Q))
+        for i in range(len(Q)):
+            g, lat[i] = self._retrieve(index, Q[i:i + 1], want, params)
+            got.append(g)
+        t0 = perf_counter()
+        index.search(Q, min(len(corpus.labels), want * spec.fetch_multiplier), params=params)
+        batch_s = perf_counter() - t0
+
+        # ANN recall of the retrieval itself, against exact search over the same float32 vectors
+        for k in spec.k:
+            found = [self._exact_doc_scores(Q[i], docs[:k], V) for i, (docs, _, _) in enumerate(got)]
+            r.metrics[f"ann_recall@{k}"] = ann_recall(found, kth[k], k, len(corpus.doc_ids))
+
+        extra_records: list[UsageRecord] = []
+        search_s = float(lat.sum())
+        if stage:
+            ranked, per_query_s, extra_records = self._run_stage(stage, c, index, got)
+            lat = lat + per_query_s  # the query's latency includes its share of the stage's batch call
+        else:
+            ranked = {q: [corpus.doc_ids[d] for d in docs] for q, (docs, _, _) in zip(self.qids, got)}
+        means, _ = evaluate({q: d[:kmax] for q, d in ranked.items()}, self.qrels, spec.metric_names())
+        r.metrics = {**means, **r.metrics}
+
+        judge = QrelsJudge(self.qrels)
+        r.useful = sum(judge.count([{"doc_id": d} for d in ranked[q][:k0]], query_id=q) for q in self.qids)
+        nq = len(self.qids)
+        emb_res = self.pipe.config.embed.resource or self.pipe.config.resource
+        records = [
+            UsageRecord(stage="embed", resource=emb_res, wall_seconds=float(self.qv.seconds[:nq].sum()), items=nq,
+                        input_tokens=int(self.qv.tokens[:nq].sum()), cached_input_tokens=0),
+            UsageRecord(stage="retrieve", resource=self.pipe.config.resource, wall_seconds=search_s, items=nq),
+            *extra_records,
+        ]
+        r.index_bytes = int(index.nbytes())
+        n = len(corpus.labels)
+        ram = r.index_bytes + n * c.dim * 4
+        per_query_storage = storage_cost_per_query(ram, ram + n * 8, self.book)
+        r.total_usd = sum(cost_of(x, self.book) for x in records) + per_query_storage * nq
+        r.queries = nq
+        r.usd_per_1k_queries = r.total_usd / nq * 1000 if nq else 0.0
+        r.usd_per_useful = cost_per_useful(r.total_usd, r.useful)
+        ms = lat * 1000
+        r.p50_ms, r.p95_ms, r.p99_ms = (float(x) for x in np.percentile(ms, [50, 95, 99]))
+        r.qps_single = nq / float(lat.sum()) if lat.sum() > 0 else 0.0
+        r.qps_batch = nq / batch_s if batch_s > 0 else 0.0
+        r.build_seconds = float(build_s)
+        r.bytes_per_vector = r.index_bytes / n if n else 0.0
+        return r
+
+    def _exact_doc_scores(self, q: np.ndarray, docs: np.ndarray, V: np.ndarray) -> np.ndarray:
+        return np.array([float((V[self._doc_rows[d]] @ q).max()) for d in docs], dtype=np.float32)
+
+    # ---- extra stages ---------------------------------------------------------------------
+
+    def _chunks(self, labels: list[int]) -> dict[int, dict]:
+        missing = [x for x in labels if x not in self._chunk_rows]
+        if missing:
+            for row in self.corpus.pipeline.store().chunks(missing):
+                self._chunk_rows[row["label"]] = row
+        return self._chunk_rows
+
+    def _run_stage(self, stage: tuple, c: Candidate, index: Any, got: list) -> tuple[dict, np.ndarray, list[UsageRecord]]:
+        """Run the entry's extra stage over QueryStates holding the retrieved hits, in batches, as the pipeline does."""
+        from ragcost.index.artifact import LoadedIndex, Manifest
+        from ragcost.stages.base import Hit, QueryState
+
+        cls, params = stage
+        corpus, k0 = self.corpus, self.spec.k[0]
+        V = self.vectors_at(c.dim)
+        n = len(corpus.labels)
+        manifest = Manifest(fingerprint={}, vector_count=n, dim=c.dim, precision=c.precision, backend=c.index_config.backend,
+                            kind=c.index_config.kind, index_bytes=int(index.nbytes()), bytes_per_vector=index.nbytes() / max(n, 1),
+                            file_bytes=0, index_file="", vectors_file="", labels_file="", build_seconds=0.0, created_at="")
+        cfg = c.index_config.model_copy(update={"search": dict(c.search)})
+        ctx = EvalContext(corpus.pipeline, LoadedIndex(index, corpus.labels, V, manifest), cfg, c.dim)
+        st = cls(params, ctx)
+        st.warm_up()
+        rows = self._chunks(sorted({int(x) for _, labs, _ in got for x in labs}))
+        Q = self.queries_at(c.dim)
+        states = []
+        for i, (q, (docs, labs, scores)) in enumerate(zip(self.qids, got)):
+            hits = []
+            for d, lab, s in zip(docs, labs, scores):
+                row = rows.get(int(lab), {})
+                hits.append(Hit(int(lab), corpus.doc_ids[d], float(s), row.get("title") or "", row.get("text", ""),
+                                row.get("chunk_no", 0), row.get("metadata") or {}))
+            states.append(QueryState(text=self.queries[q], id=q, k=k0, vector=Q[i], hits=hits))
+        per_query = np.zeros(len(states))
+        records = []
+        for a in range(0, len(states), RERANK_BATCH):
+            batch = states[a:a + RERANK_BATCH]
+            rec = UsageRecord(stage=st.name, resource=st.resource, items=len(batch))
+            t0 = perf_counter()
+            out = st.run(batch, rec)
+            rec.wall_seconds = perf_counter() - t0
+            per_query[a:a + len(batch)] = rec.wall_seconds / len(batch)
+            records.append(rec)
+            if out is not None:
+                states[a:a + len(batch)] = out
+        ranked = {}
+        for s in states:
+            seen: list[str] = []
+            for h in s.hits:
+                if h.doc_id not in seen:
+                    seen.append(h.doc_id)
+            ranked[s.id] = seen
+        return ranked, per_query, records
+
+
+def results_json(run: EvalRun) -> str:
+    return json.dumps(run.to_dict(), indent=2, default=str)

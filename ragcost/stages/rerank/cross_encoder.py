@@ -1,0 +1,77 @@
+"""Cross-encoder re-ranking: a sentence-transformers ``CrossEncoder`` from a local folder, batched.
+
+Every (query, chunk) pair of the stage's batch goes into one ``predict`` call, which runs
+``batch_size`` pairs at a time (on the GPU when there is one), so a batch of queries costs
+ceil(pairs / batch_size) forward passes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from pydantic import Field
+
+from ragcost.errors import ConfigError, DependencyError
+from ragcost.stages.rerank import Reranker, RerankerParams, batches, reranker_registry
+
+
+class CrossEncoderParams(RerankerParams):
+    model: str = Field(description="a local cross-encoder folder (relative to the pipeline file or the working directory); nothing is downloaded")
+    batch_size: int = Field(32, ge=1, description="pairs per forward pass")
+    device: Literal["cpu", "cuda", "auto"] = Field("auto", description="auto = cuda when available")
+    max_length: Optional[int] = Field(None, ge=8, description="tokens per pair; default: the model's")
+
+
+def resolve_local_model(model: str, base: Optional[Path]) -> Path:
+    for cand in ([base / model] if base else []) + [Path(model)]:
+        if cand.is_dir():
+            return cand.resolve()
+    raise ConfigError(
+        f"rerank: model {model!r} is not a local folder (looked beside the pipeline and in {Path.cwd()}); "
+        "nothing is downloaded at run time: save the cross-encoder to a folder and give its path"
+    )
+
+
+@reranker_registry.register("cross-encoder")
+class CrossEncoderReranker(Reranker):
+    name = "cross-encoder"
+    Params = CrossEncoderParams
+
+    def __init__(self, params: CrossEncoderParams, pipeline) -> None:
+        super().__init__(params, pipeline)
+        self._model: Any = None
+
+    def warm_up(self) -> None:
+        if self._model is not None:
+            return
+        path = resolve_local_model(self.params.model, getattr(self.pipeline, "base", None))
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+            hf_logging.set_verbosity_error()
+            from sentence_transformers import CrossEncoder
+        except ImportError:
+            raise DependencyError("rerank backend 'cross-encoder' needs sentence-transformers: pip install sentence-transformers") from None
+        device = self.params.device
+        if device == "auto":
+            import torch
+
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self._model = CrossEncoder(str(path), device=device, local_files_only=True, max_length=self.params.max_length)
+
+    def rerank(self, batch, usage) -> None:
+        self.warm_up()
+        pairs = [(s.text, h.text) for s in batch for h in s.hits]
+        if pairs:
+            scores = self._model.predict(pairs, batch_size=self.params.batch_size, show_progress_bar=False, convert_to_numpy=True)
+            it = iter(scores.reshape(-1).tolist())
+            for s in batch:
+                for h in s.hits:
+                    h.score = float(next(it))
+        usage.notes["rerank"] = {"scored": len(pairs), "batches": batches(len(pairs), self.params.batch_size)}
+        usage.notes["device"] = str(self._model.device)

@@ -1,0 +1,1 @@
+from tests.generate.helpers import book, book_path, pipeline  # noqa: F401  (fixtures)

@@ -1,0 +1,159 @@
+"""The generate stage without a server: params, prompt, extractive answers, accounting, vllm-offline."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from pydantic import ValidationError
+
+from ragcost.cost.compute import cost_of
+from ragcost.errors import DependencyError
+from ragcost.generate.attempt import Attempt
+from ragcost.generate.offline import fill_from_output, load_llm
+from ragcost.generate.params import BackendParams
+from ragcost.generate.prompt import approx_tokens, build_prompt, cited
+from ragcost.stages.generate import Generate, busy_seconds
+from tests.generate.helpers import HITS, book, book_path, make_stage, pipeline, run_stage, states  # noqa: F401
+
+
+class TestGenerateParams:
+    def test_the_default_is_extractive_and_needs_nothing(self):
+        assert Generate.Params().backend == "extractive"
+
+    def test_vllm_without_base_url_names_the_fix(self):
+        with pytest.raises(ValidationError, match="base_url"):
+            Generate.Params(backend="vllm", model="m")
+
+    def test_openai_needs_the_name_of_the_key_variable(self):
+        with pytest.raises(ValidationError, match="api_key_env"):
+            Generate.Params(backend="openai", model="gpt-4o-mini")
+
+    def test_unknown_fields_are_refused_in_fallbacks_too(self):
+        with pytest.raises(ValidationError, match="max_token"):
+            Generate.Params(fallback=[{"backend": "extractive", "max_token": 3}])
+
+    def test_a_template_without_placeholders_is_refused(self):
+        with pytest.raises(ValidationError, match="context"):
+            Generate.Params(template="just {question}")
+
+    def test_a_missing_api_key_fails_at_warm_up_naming_the_variable(self, pipeline, monkeypatch):
+        monkeypatch.delenv("RAGCOST_TEST_KEY", raising=False)
+        with pytest.raises(Exception, match="RAGCOST_TEST_KEY"):
+            make_stage(pipeline, backend="openai", model="m", api_key_env="RAGCOST_TEST_KEY", resource="tiny-llm")
+
+    def test_an_unknown_fallback_resource_fails_at_warm_up(self, pipeline):
+        with pytest.raises(Exception, match="no-such-gpu"):
+            make_stage(pipeline, fallback=[{"backend": "extractive", "resource": "no-such-gpu"}])
+
+
+class TestPrompt:
+    def test_chunks_are_numbered_in_rank_order_and_cited_back(self):
+        p = build_prompt("refund?", HITS, BackendParams())
+        assert "[1] Refund policy" in p.user and "[2] Cancel subscription" in p.user
+        assert cited("Yes [2], see [1] and [9].", p.sources) == ["kb-7", "kb-1"]
+
+    def test_the_context_budget_drops_whole_chunks_but_keeps_the_first(self):
+        p = build_prompt("refund?", HITS, BackendParams(context_tokens=30))
+        assert len(p.sources) == 1 and p.dropped == 2
+        assert p.context_tokens <= 30
+        tiny = build_prompt("refund?", HITS, BackendParams(context_tokens=8))
+        assert len(tiny.sources) == 1 and tiny.context_tokens <= 8  # the first chunk, cut to fit
+
+    def test_a_tokenizer_counts_exactly(self, tmp_path):
+        from tokenizers import Tokenizer, models, pre_tokenizers
+
+        tok = Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+        tok.pre_tokenizer = pre_tokenizers.Whitespace()
+        tok.save(str(tmp_path / "tokenizer.json"))
+        p = build_prompt("q", HITS[:1], BackendParams(tokenizer=str(tmp_path)))
+        assert p.context_tokens == len(f"[1] Refund policy\n{HITS[0].text}".replace(".", " .").replace("[", " [ ").replace("]", " ] ").split()) + 1
+
+    def test_approx_tokens_is_four_characters_a_token(self):
+        assert approx_tokens("abcdefgh") == 2
+
+
+class TestExtractive:
+    def test_answers_with_the_most_relevant_sentences_and_cites_them(self, pipeline):
+        st = make_stage(pipeline)
+        [s] = states()
+        rec, attempts = run_stage(st, [s])
+        assert "30 days" in s.answer and "[1]" in s.answer
+        assert s.citations[0] == "kb-1"
+        assert s.error is None and s.notes["generation"]["backend"] == "extractive"
+        [(state, a)] = attempts
+        assert state is s and a.resource == "cpu" and a.failures == 0 and a.input_tokens is None
+
+    def test_no_hits_is_an_answer_that_says_so(self, pipeline):
+        st = make_stage(pipeline)
+        [s] = states()
+        s.hits = []
+        run_stage(st, [s])
+        assert "No passages" in s.answer and s.citations == []
+
+    def test_streams_the_whole_answer_as_one_event(self, pipeline):
+        st = make_stage(pipeline)
+        seen = []
+        st.on_event = lambda state, kind, text: seen.append((kind, text))
+        [s] = states()
+        run_stage(st, [s])
+        assert seen == [("text", s.answer)]
+
+
+class TestAccounting:
+    def test_busy_seconds_is_the_union_of_spans(self):
+        assert busy_seconds([(0, 2), (1, 3), (5, 6)]) == pytest.approx(4)
+        assert busy_seconds([]) == 0
+
+    def test_concurrent_attempts_on_a_time_priced_gpu_pay_its_busy_time_once(self, pipeline, book):
+        st = make_stage(pipeline, resource="gpu")
+        per_state = [[Attempt("extractive", "gpu", start=0.0, end=10.0, ok=True)] for _ in range(4)]
+        batch = states(4)
+        records = [r for _, r in st.attempt_records(batch, per_state)]
+        assert {r.shared_by for r in records} == {4} and {r.wall_seconds for r in records} == {10.0}
+        assert sum(cost_of(r, book) for r in records) == pytest.approx(10 * 7.2 / 3600)
+        assert len({r.notes["call_id"] for r in records}) == 1
+
+    def test_token_priced_attempts_pay_their_tokens_and_unknown_cache_stays_unknown(self, pipeline, book):
+        st = make_stage(pipeline, resource="tiny-llm")
+        a = Attempt("vllm:t", "tiny-llm", ok=True, start=0, end=1)
+        a.set_usage({"prompt_tokens": 100, "completion_tokens": 10}, "server")
+        b = Attempt("vllm:t", "tiny-llm", ok=True, start=0, end=1)
+        b.set_usage({"prompt_tokens": 100, "completion_tokens": 10, "prompt_tokens_details": {"cached_tokens": 60}}, "server")
+        (_, ra), (_, rb) = st.attempt_records(states(2), [[a], [b]])
+        assert ra.cached_input_tokens is None and ra.input_tokens == 100
+        assert rb.cached_input_tokens == 60 and rb.input_tokens == 40
+        assert cost_of(ra, book) == pytest.approx((100 * 1.0 + 10 * 2.0) / 1e6)
+        assert cost_of(rb, book) == pytest.approx((40 * 1.0 + 60 * 0.5 + 10 * 2.0) / 1e6)
+
+    def test_tpot_follows_vllm_bench(self):
+        a = Attempt("b", "r", start=0.0, end=2.0, ttft=0.5, output_tokens=4)
+        assert a.tpot == pytest.approx((2.0 - 0.5) / 3)
+        assert Attempt("b", "r", ttft=0.5, output_tokens=1).tpot is None
+
+
+def _request_output(cached=7, metrics=True):
+    comp = SimpleNamespace(text="an answer [1]", token_ids=[5, 6, 7])
+    m = SimpleNamespace(arrival_time=100.0, first_token_time=100.25) if metrics else None
+    return SimpleNamespace(prompt_token_ids=list(range(20)), outputs=[comp], num_cached_tokens=cached, metrics=m)
+
+
+class TestVllmOffline:
+    def test_accounting_from_a_request_output(self):
+        a = fill_from_output(Attempt("vllm-offline", "gpu"), _request_output())
+        assert (a.prompt_tokens, a.cached_tokens, a.output_tokens, a.uncached_input) == (20, 7, 3, 13)
+        assert a.ttft == pytest.approx(0.25) and a.ok and a.text == "an answer [1]"
+
+    def test_no_cache_count_and_no_metrics_stay_unknown(self):
+        a = fill_from_output(Attempt("vllm-offline", "gpu"), _request_output(cached=None, metrics=False))
+        assert a.cached_tokens is None and a.ttft is None
+
+    def test_without_vllm_installed_the_error_says_how_to_get_it(self):
+        pytest.importorskip("pytest")
+        try:
+            import vllm  # noqa: F401
+        except ImportError:
+            with pytest.raises(DependencyError, match=r"ragcost\[vllm\]"):
+                load_llm(BackendParams(backend="vllm-offline", model="/models/x"))
+        else:  # pragma: no cover - a GPU machine
+            pytest.skip("vllm is installed here")
