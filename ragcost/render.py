@@ -16,7 +16,7 @@ def _snippet(text: str, n: int = 140) -> str:
     return t if len(t) <= n else t[: n - 1] + "…"
 
 
-def print_results(run: QueryRun, show_hits: bool = True) -> None:
+def print_results(run: QueryRun, show_hits: bool = True, streamed: bool = False) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -36,6 +36,7 @@ def print_results(run: QueryRun, show_hits: bool = True) -> None:
             console.print(t)
             extra = f", {s.notes['matches']} chunks match the filter" if "matches" in s.notes else ""
             console.print(f"retrieval strategy: {s.notes.get('strategy', '-')}{extra}; {len(s.hits)} results")
+            _print_answer(console, s, streamed)
     st = Table(title=f"stages ({len(run.states)} queries, price book {run.price_book_version})", title_justify="left")
     for col, just in (("stage", "left"), ("resource", "left"), ("calls", "right"), ("items", "right"), ("p50 ms", "right"), ("p95 ms", "right"), ("$", "right")):
         st.add_column(col, justify=just)  # type: ignore[arg-type]
@@ -44,11 +45,29 @@ def print_results(run: QueryRun, show_hits: bool = True) -> None:
     st.add_row("index storage", "storage", "-", str(len(run.states)), "-", "-", _usd(run.storage_usd))
     st.add_row("total", "", "", "", "", "", _usd(run.total_usd), style="bold")
     console.print(st)
+    from ragcost.generate.summary import summary_line, timing_summary
+
+    for stage, g in timing_summary(run.calls).items():
+        console.print(summary_line(stage, g), highlight=False)
     n = max(len(run.states), 1)
     console.print(f"$ per query {_usd(run.total_usd / n)}  ·  $ per 1k queries {_usd(run.total_usd / n * 1000)}")
 
 
+def _print_answer(console, s, streamed: bool) -> None:
+    if s.error:
+        console.print(f"[red]error:[/] {s.error}", highlight=False)
+    if s.answer is None:
+        return
+    if not streamed:
+        console.print(f"[bold]answer:[/] {s.answer}", highlight=False)
+    titles = {h.doc_id: h.title or h.doc_id for h in s.hits}
+    cites = ", ".join(f"{d} ({titles.get(d, '?')})" for d in s.citations) or "none"
+    console.print(f"citations: {cites}", highlight=False)
+
+
 def results_json(run: QueryRun) -> dict[str, Any]:
+    from ragcost.generate.summary import timing_summary
+
     return {
         "pipeline": run.pipeline,
         "price_book": run.price_book_version,
@@ -59,6 +78,9 @@ def results_json(run: QueryRun) -> dict[str, Any]:
                 "strategy": s.notes.get("strategy"),
                 "matches": s.notes.get("matches"),
                 "notes": {k: v for k, v in s.notes.items() if k not in ("strategy", "matches")},
+                "answer": s.answer,
+                "citations": s.citations,
+                "error": s.error,
                 "hits": [{"doc_id": h.doc_id, "title": h.title, "score": h.score, "chunk_no": h.chunk_no, "text": h.text, "metadata": h.metadata} for h in s.hits],
             }
             for s in run.states
@@ -67,6 +89,7 @@ def results_json(run: QueryRun) -> dict[str, Any]:
             {"stage": s.stage, "resource": s.resource, "calls": s.calls, "items": s.items, "p50_ms": s.pct_ms(50), "p95_ms": s.pct_ms(95), "p99_ms": s.pct_ms(99), "usd": s.cost_usd, "notes": s.notes}
             for s in run.stage_stats()
         ],
+        "generation": timing_summary(run.calls),
         "storage_usd": run.storage_usd,
         "total_usd": run.total_usd,
         "usd_per_query": run.total_usd / max(len(run.states), 1),

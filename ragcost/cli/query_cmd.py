@@ -55,6 +55,7 @@ def query(
         raise ConfigError('give either a query text or --queries FILE (e.g. ragcost query pipelines/quickstart.yaml "what is a decorator?")')
     items = _read_queries(queries) if queries else [("q1", text)]
     pipe = Pipeline.load(pipeline)
+    streamed = not as_json and queries is None and _stream_to_terminal(pipe)
     try:
         run = run_queries(pipe, items, filter_=filter_, k=k, batch_size=batch_size, ledger_url=ledger, write_ledger=not no_ledger)
     finally:
@@ -62,4 +63,23 @@ def query(
     if as_json:
         typer.echo(json.dumps(results_json(run), indent=2))
     else:
-        print_results(run, show_hits=queries is None)
+        if streamed:
+            typer.echo("")
+        print_results(run, show_hits=queries is None, streamed=streamed)
+
+
+def _stream_to_terminal(pipe) -> bool:
+    """Print a single query's answer as the generate stage streams it; retries and fallbacks on stderr."""
+    gens = [s for s in pipe.stages() if s.type == "generate"]
+
+    def show(state, kind: str, text: str) -> None:
+        if kind == "text":
+            typer.echo(text, nl=False)
+        else:
+            typer.echo(f"\n[{kind}] {text}", err=True)
+
+    for g in gens:
+        g.on_event = show
+    if gens:
+        typer.echo("answer: ", nl=False)
+    return bool(gens)

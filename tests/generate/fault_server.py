@@ -41,9 +41,16 @@ class FaultServer:
 
     def __exit__(self, *exc) -> None:
         if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._server.close)
-            self._loop.call_soon_threadsafe(self._loop.stop)
+            asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop)
         self._thread.join(10)
+
+    async def _shutdown(self) -> None:
+        self._server.close()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        asyncio.get_running_loop().stop()
 
     def _main(self) -> None:
         self._loop = asyncio.new_event_loop()
@@ -51,6 +58,7 @@ class FaultServer:
         self.port = self._server.sockets[0].getsockname()[1]
         self._ready.set()
         self._loop.run_forever()
+        self._loop.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

@@ -1,0 +1,1 @@
+"""Generation backends for the ``generate`` stage: prompt, OpenAI-compatible streaming client, extractive, vllm-offline."""

@@ -1,0 +1,146 @@
+"""A tiny random-weight Llama and a real vLLM OpenAI-compatible server on 127.0.0.1, for the slow tests.
+
+vLLM lives in its own virtualenv (``RAGCOST_VLLM_VENV``, default ``.vllm-venv`` in the repo, made
+by ``scripts/ci_vllm.sh``): it pins torch, transformers and numpy versions that conflict with
+ours, so the tests treat it as an external server. Its text is gibberish; the tests check the
+protocol, streaming, token accounting, timing and cost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Optional
+
+REPO = Path(__file__).resolve().parent.parent
+SERVED_NAME = "tiny-llama"
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+_CORPUS = [
+    "Customers can ask for a refund within 30 days of purchase by writing to billing.",
+    "Answer the question using only the numbered passages. Cite every passage you use.",
+    "Passages: Question: Answer: system user assistant refund billing invoice password",
+    "The quick brown fox jumps over the lazy dog 0123456789 [1] [2] [3] ( ) , . ? !",
+]
+
+
+def vllm_venv() -> Path:
+    return Path(os.environ.get("RAGCOST_VLLM_VENV", REPO / ".vllm-venv"))
+
+
+def vllm_python() -> Optional[Path]:
+    py = vllm_venv() / "bin" / "python"
+    return py if py.exists() else None
+
+
+def build_tiny_model(folder: Path, vocab_size: int = 384, seed: int = 0) -> Path:
+    """Random-weight Llama (hidden 128, 4 heads of 32, 2 layers) and a byte-level BPE trained here."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    folder.mkdir(parents=True, exist_ok=True)
+    specials = ["<unk>", "<s>", "</s>", "<|system|>", "<|user|>", "<|assistant|>"]
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(_CORPUS * 4, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="</s>")
+    fast.chat_template = CHAT_TEMPLATE
+    fast.model_max_length = 256
+    fast.save_pretrained(folder)
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=len(fast), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
+                      bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id, tie_word_embeddings=False)
+    LlamaForCausalLM(cfg).to(torch.float32).save_pretrained(folder, safe_serialization=True)
+    return folder
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class VllmServer:
+    """``python -m vllm.entrypoints.openai.api_server`` in the vLLM venv; started, waited for, killed."""
+
+    def __init__(self, model_dir: Path, log_path: Path, python: Optional[Path] = None, port: Optional[int] = None):
+        self.model_dir, self.log_path = model_dir, log_path
+        self.python = python or vllm_python()
+        self.port = port or free_port()
+        self.proc: Optional[subprocess.Popen] = None
+        self.start_seconds: Optional[float] = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def command(self) -> list[str]:
+        return [str(self.python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model_dir),
+                "--host", "127.0.0.1", "--port", str(self.port), "--dtype", "float32", "--max-model-len", "256",
+                "--enforce-eager", "--served-model-name", SERVED_NAME, "--max-num-seqs", "16",
+                "--disable-log-stats"]
+
+    def start(self, timeout_s: float = 600) -> "VllmServer":
+        import httpx
+
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHON"))}
+        env.update(VLLM_CPU_KVCACHE_SPACE=env.get("VLLM_CPU_KVCACHE_SPACE", "1"), HF_HUB_OFFLINE="1",
+                   TRANSFORMERS_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
+        t0 = time.perf_counter()
+        log = self.log_path.open("wb")
+        # Its own process group, so a kill takes the engine core process with it.
+        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        deadline = t0 + timeout_s
+        while time.perf_counter() < deadline:  # bounded wait
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"vLLM server exited with {self.proc.returncode} while starting; log:\n{self.log_tail()}")
+            try:
+                if httpx.get(f"{self.base_url}/models", timeout=2).status_code == 200:
+                    self.start_seconds = time.perf_counter() - t0
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(1)
+        self.kill()
+        raise RuntimeError(f"vLLM server not ready after {timeout_s:.0f}s; log:\n{self.log_tail()}")
+
+    def log_tail(self, n: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return "(no log)"
+
+    def kill(self) -> None:
+        """SIGKILL the server and its engine process (the process group this server leads)."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(30)
+
+    def __enter__(self) -> "VllmServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.kill()
+
+
+def check_loads(model_dir: Path, python: Optional[Path] = None) -> dict:
+    """The vLLM venv's transformers can read the config and tokenizer we wrote (a quick subprocess)."""
+    code = ("import json,sys; from transformers import AutoConfig, AutoTokenizer; "
+            f"c=AutoConfig.from_pretrained({str(model_dir)!r}); t=AutoTokenizer.from_pretrained({str(model_dir)!r}); "
+            "print(json.dumps({'hidden': c.hidden_size, 'heads': c.num_attention_heads, 'vocab': len(t)}))")
+    out = subprocess.run([str(python or vllm_python()), "-c", code], capture_output=True, text=True, timeout=300)
+    if out.returncode:
+        raise RuntimeError(out.stderr[-2000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
