@@ -27,7 +27,7 @@ import numpy as np
 from ragcost.config.index import IndexConfig
 from ragcost.cost.usage import UsageRecord
 from ragcost.index.artifact import LoadedIndex, open_artifact, read_manifest, timed_build, write_artifact
-from ragcost.index.exact import exact_search
+from ragcost.index.exact import exact_search, rows_for_labels  # noqa: F401  (re-exported for benchmarks)
 from ragcost.stages.base import QueryState
 from ragcost.stages.retrieve import Retrieve, RetrieveParams
 
@@ -155,10 +155,28 @@ def retrieve_stage(pipe: BenchPipeline, **params: Any) -> Retrieve:
     return stage
 
 
+def new_states(queries: np.ndarray, k: int, filt: dict | None = None) -> list[QueryState]:
+    return [QueryState(text="", k=k, filter=filt, vector=q) for q in queries]
+
+
 def run_stage(stage: Retrieve, queries: np.ndarray, k: int, filt: dict | None = None) -> list[QueryState]:
-    states = [QueryState(text="", k=k, filter=filt, vector=q) for q in queries]
+    states = new_states(queries, k, filt)
     stage.run(states, UsageRecord(stage="retrieve", resource="cpu", items=len(states)))
     return states
+
+
+def time_stage_each(stage: Retrieve, queries: np.ndarray, k: int, filt: dict | None = None) -> tuple[np.ndarray, list[QueryState]]:
+    """Seconds per single-query ``stage.run`` (the QueryState and UsageRecord exist before, as in a pipeline)."""
+    out = np.empty(len(queries))
+    done = []
+    for i in range(len(queries)):
+        states = new_states(queries[i : i + 1], k, filt)
+        usage = UsageRecord(stage="retrieve", resource="cpu", items=1)
+        t0 = time.perf_counter()
+        stage.run(states, usage)
+        out[i] = time.perf_counter() - t0
+        done += states
+    return out, done
 
 
 def hit_labels(states: list[QueryState], k: int) -> np.ndarray:

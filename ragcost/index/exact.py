@@ -32,6 +32,27 @@ def _top_k_row(scores: np.ndarray, labels: np.ndarray, k: int) -> tuple[np.ndarr
     return scores[cand[order]], labels[cand[order]]
 
 
+def _top_k_block(scores: np.ndarray, labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Best k of every row of a (q, n) score block, same order and tie-break as ``_top_k_row``, vectorised."""
+    n = scores.shape[1]
+    if k >= n:
+        cand = np.broadcast_to(np.arange(n), scores.shape)
+    else:
+        cand = np.argpartition(scores, n - k, axis=1)[:, n - k :]
+    cs = np.take_along_axis(scores, cand, axis=1)
+    cl = labels[cand]
+    order = np.lexsort((cl, -cs), axis=1)
+    out_s, out_l = np.take_along_axis(cs, order, axis=1), np.take_along_axis(cl, order, axis=1)
+    if k < n:
+        # A row whose k-th score is tied with a score left out must see every tied candidate to
+        # break the tie by label; such rows are rare (exact float ties) and redone one by one.
+        kth = out_s[:, -1:]
+        tied = np.flatnonzero((scores >= kth).sum(axis=1) > k)
+        for i in tied:
+            out_s[i], out_l[i] = _top_k_row(scores[i], labels, k)
+    return out_s, out_l
+
+
 def exact_search(
     vectors: np.ndarray,
     labels: np.ndarray,
@@ -46,15 +67,19 @@ def exact_search(
         rows = np.asarray(rows, dtype=np.int64)
         vectors, labels = vectors[rows], labels[rows]
     nq = len(queries)
-    out_s = np.full((nq, k), -np.inf, dtype=np.float32)
-    out_l = np.full((nq, k), -1, dtype=np.int64)
-    if len(labels) == 0 or k <= 0:
-        return out_s, out_l
+    n = len(labels)
+    if n == 0 or k <= 0:
+        return np.full((nq, max(k, 0)), -np.inf, dtype=np.float32), np.full((nq, max(k, 0)), -1, dtype=np.int64)
     mat = np.asarray(vectors, dtype=np.float32)
+    kk = min(k, n)
+    out_s = np.empty((nq, k), dtype=np.float32)
+    out_l = np.empty((nq, k), dtype=np.int64)
+    if kk < k:
+        out_s[:, kk:] = -np.inf
+        out_l[:, kk:] = -1
     for start in range(0, nq, _QUERY_BLOCK):
         block = queries[start : start + _QUERY_BLOCK] @ mat.T
-        for i, row in enumerate(block):
-            s, lab = _top_k_row(row, labels, k)
-            out_s[start + i, : len(s)] = s
-            out_l[start + i, : len(lab)] = lab
+        s, lab = _top_k_block(block, labels, kk)
+        out_s[start : start + len(block), :kk] = s
+        out_l[start : start + len(block), :kk] = lab
     return out_s, out_l

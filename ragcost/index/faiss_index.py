@@ -43,6 +43,21 @@ def search_params_or_error(config: IndexConfig, params: dict[str, Any] | None) -
         ) from None
 
 
+def _selector(faiss: Any, allowed: np.ndarray) -> tuple[Any, Any]:
+    """An IDSelector for int64 labels: a bitmap when labels are small enough, else a hash set.
+
+    A bitmap costs max_label/8 bytes and one bit test per candidate; IDSelectorBatch hashes every
+    allowed label on each call, which dominates a filtered search when many labels match.
+    """
+    top = int(allowed.max()) if len(allowed) else 0
+    if len(allowed) and int(allowed.min()) >= 0 and top // 8 < max(64 * len(allowed), 1 << 20):
+        mask = np.zeros(top + 1, dtype=bool)
+        mask[allowed] = True
+        bitmap = np.packbits(mask, bitorder="little")
+        return faiss.IDSelectorBitmap(bitmap), bitmap
+    return faiss.IDSelectorBatch(allowed), allowed
+
+
 @index_registry.register("faiss")
 class FaissIndex(VectorIndex):
     """One faiss index whose labels are the store's int64 labels."""
@@ -56,6 +71,8 @@ class FaissIndex(VectorIndex):
         self._gpu_res: Any = None
         self._nbytes: int | None = None
         self.last_search_fallback = False  # True when a filtered HNSW query fell back to exact scoring
+        self.last_fallback_rows: np.ndarray | None = None  # the query rows that did
+        self._sp_cache: tuple[Any, Any] | None = None  # (config.search items, params): skips re-validating per query
         if config.device == "gpu":
             self._check_gpu()
 
@@ -193,40 +210,49 @@ class FaissIndex(VectorIndex):
         """Top-k by inner product (binary: score = -Hamming distance); ``allowed`` is an IDSelector."""
         faiss = _faiss()
         self._set_threads(faiss)
-        sp = search_params_or_error(self.config, params)
+        sp = self._search_params(params)
         queries = np.atleast_2d(np.ascontiguousarray(queries, dtype=np.float32))
         if self._index is None or self._index.ntotal == 0 or k <= 0:
             return (np.full((len(queries), max(k, 0)), -np.inf, np.float32),
                     np.full((len(queries), max(k, 0)), -1, np.int64))
-        sel = None
+        sel, _keep = None, None
         if allowed is not None:
-            # IDSelectorBatch hashes the labels; a bitmap would need labels < n*8, and ours are store ids.
-            sel = faiss.IDSelectorBatch(np.ascontiguousarray(allowed, dtype=np.int64))
+            allowed = np.ascontiguousarray(allowed, dtype=np.int64)
+            sel, _keep = _selector(faiss, allowed)  # _keep: the bitmap faiss points into, alive until search returns
         fparams = self._faiss_params(faiss, sp, k, sel)
         if self.binary:
             dist, lab = self._index.search(np.packbits(queries > 0, axis=1), k, params=fparams)
             scores = -dist.astype(np.float32)
         else:
             scores, lab = self._index.search(queries, k, params=fparams)
-        lab = lab.astype(np.int64)
-        scores = np.where(lab < 0, -np.inf, scores).astype(np.float32)
+        lab = lab.astype(np.int64, copy=False)
+        missing = lab < 0
+        if missing.any():
+            scores = np.where(missing, -np.inf, scores).astype(np.float32)
+        else:
+            scores = scores.astype(np.float32, copy=False)
         self.last_search_fallback = False
+        self.last_fallback_rows = None
         if allowed is not None and self.config.kind == "hnsw":
-            self._refill_short_rows(faiss, queries, k, np.asarray(allowed, dtype=np.int64), scores, lab)
+            self._refill_short_rows(faiss, queries, k, allowed, scores, lab)
         return scores, lab
 
     def _refill_short_rows(
         self, faiss: Any, queries: np.ndarray, k: int, allowed: np.ndarray, scores: np.ndarray, lab: np.ndarray
     ) -> None:
         """Rescore rows where the filtered graph walk found fewer than k: exact over the allowed stored codes."""
+        found = (lab >= 0).sum(axis=1)
+        if (found >= min(k, len(allowed))).all():
+            return  # every row is full: skip the (n log n) check of which allowed labels the index holds
         present = allowed[np.isin(allowed, faiss.vector_to_array(self._index.id_map))]
         want = min(k, len(present))
-        short = np.flatnonzero((lab >= 0).sum(axis=1) < want)
+        short = np.flatnonzero(found < want)
         if len(short) == 0:
             return
         # A very selective filter starves HNSW's bounded candidate list (faiss gives no more than
         # it met); scoring the few allowed codes the index stores is exact and still not post-filtering.
         self.last_search_fallback = True
+        self.last_fallback_rows = short
         if self.binary:
             codes = np.stack([self._index.reconstruct(int(i)) for i in present])
             flat = faiss.IndexBinaryFlat(self.dim)
@@ -240,6 +266,14 @@ class FaissIndex(VectorIndex):
         sub_lab = np.where(pos >= 0, present[np.maximum(pos, 0)], -1)
         lab[short] = sub_lab
         scores[short] = np.where(sub_lab < 0, -np.inf, sub_scores)
+
+    def _search_params(self, params: dict[str, Any] | None) -> Any:
+        if params:
+            return search_params_or_error(self.config, params)
+        key = tuple(sorted(self.config.search.items()))
+        if self._sp_cache is None or self._sp_cache[0] != key:
+            self._sp_cache = (key, search_params_or_error(self.config, None))
+        return self._sp_cache[1]
 
     def _faiss_params(self, faiss: Any, sp: Any, k: int, sel: Any) -> Any:
         kind = self.config.kind

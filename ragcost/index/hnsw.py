@@ -39,6 +39,8 @@ class HnswlibIndex(VectorIndex):
         super().__init__(config, dim, precision)
         self._index: Any = None
         self.last_search_fallback = False  # True when a filtered query fell back to exact scoring
+        self.last_fallback_rows = None  # which query rows fell back (None with the flag set: all of them)
+        self._ef_cache: tuple[Any, int] | None = None  # (config.search items, ef): skips re-validating per query
 
     def _new(self) -> Any:
         try:
@@ -72,36 +74,49 @@ class HnswlibIndex(VectorIndex):
         queries = np.atleast_2d(np.ascontiguousarray(queries, dtype=np.float32))
         count = len(self)
         self.last_search_fallback = False
+        self.last_fallback_rows = None
         k_eff = min(k, count)
         if allowed is not None:
             allowed = np.asarray(allowed, dtype=np.int64)
             k_eff = min(k_eff, len(allowed))
         if k_eff <= 0 or len(queries) == 0:
             return _pad(np.zeros((len(queries), 0), np.float32), np.zeros((len(queries), 0), np.int64), k)
-        ef = max(search_params_or_error(self.config, params).ef, k_eff)
-        self._index.set_ef(ef)
+        ef = max(self._ef(params), k_eff)
+        if ef != self._index.ef:
+            self._index.set_ef(ef)
         try:
             if allowed is None:
                 lab, dist = self._index.knn_query(queries, k=k_eff, num_threads=self._threads())
             else:
-                allowed_set = set(allowed.tolist())
                 # hnswlib calls a Python filter under the GIL; its docs require num_threads=1 then.
+                # A bound set.__contains__ is the cheapest Python callable per visited node.
                 lab, dist = self._index.knn_query(
-                    queries, k=k_eff, num_threads=1, filter=lambda label: label in allowed_set
+                    queries, k=k_eff, num_threads=1, filter=set(allowed.tolist()).__contains__
                 )
         except RuntimeError:
             # hnswlib raises when the walk finds fewer than k (tiny filters, disconnected
             # regions). Score the allowed vectors exactly instead: still no post-filtering.
             self.last_search_fallback = True
             return self._exact(queries, k, allowed)
-        scores = (1.0 - dist).astype(np.float32)  # hnswlib "ip" distance is 1 - <q, x>
-        return _pad(scores, lab.astype(np.int64), k)
+        scores = np.subtract(1.0, dist, dtype=np.float32)  # hnswlib "ip" distance is 1 - <q, x>
+        lab = lab.astype(np.int64, copy=False)
+        if k_eff == k:
+            return scores, lab
+        return _pad(scores, lab, k)
+
+    def _ef(self, params: dict[str, Any] | None) -> int:
+        if params:
+            return search_params_or_error(self.config, params).ef
+        key = tuple(sorted(self.config.search.items()))
+        if self._ef_cache is None or self._ef_cache[0] != key:
+            self._ef_cache = (key, search_params_or_error(self.config, None).ef)
+        return self._ef_cache[1]
 
     def _exact(self, queries: np.ndarray, k: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         ids = np.asarray(self._index.get_ids_list(), dtype=np.int64)
         if allowed is not None:
             ids = ids[np.isin(ids, allowed)]
-        vecs = np.asarray(self._index.get_items(ids), dtype=np.float32).reshape(len(ids), self.dim)
+        vecs = np.asarray(self._index.get_items(ids, return_type="numpy"), dtype=np.float32).reshape(len(ids), self.dim)
         return exact_search(vecs, ids, queries, k)
 
     def save(self, path: Path) -> None:

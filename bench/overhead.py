@@ -1,0 +1,175 @@
+"""Does wrapping hnswlib/faiss in ragcost cost anything? Same index, raw vs the Retrieve stage.
+
+    python -m bench.overhead [--n 100000 --dim 384 --batch 1000 --single 300 --repeats 5]
+
+Per index: batch QPS, single-query p50/p99 and recall@k against exact search, raw and through
+ragcost (per_document=False: pure chunk retrieval, like for like), their ratio, and the
+per_document=True cost. Raw and ragcost runs are interleaved and repeated; medians are reported.
+See bench/common.py for exactly what "through ragcost" includes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from bench import common as C
+
+
+def raw_searcher(art, threads: int) -> Callable[[np.ndarray, int], Any]:
+    """The library call a raw user makes, with the same parameters and threads as ragcost's config."""
+    cfg, lib = art.index.config, art.index._index
+    if cfg.backend == "hnswlib":
+        lib.set_ef(int(cfg.search_params().ef))
+        nt = threads or -1
+        return lambda q, k: lib.knn_query(q, k=k, num_threads=nt)
+    import faiss
+
+    if threads:
+        faiss.omp_set_num_threads(threads)
+    if cfg.kind == "hnsw":
+        faiss.downcast_index(lib.index).hnsw.efSearch = int(cfg.search_params().ef)
+    elif cfg.kind in ("ivf_flat", "ivf_pq"):
+        faiss.extract_index_ivf(lib).nprobe = int(cfg.search_params().nprobe)
+    return lambda q, k: lib.search(q, k)
+
+
+def raw_labels(art, out) -> np.ndarray:
+    if art.index.config.backend == "hnswlib":
+        return np.asarray(out[0], dtype=np.int64)
+    return np.asarray(out[1], dtype=np.int64)
+
+
+def bench_index(name: str, args, queries: np.ndarray, truth_cache: dict) -> dict[str, Any]:
+    art, build_s = C.artifact(name, args.n, args.dim, threads=args.threads)
+    k = args.k
+    big = name == "faiss-flat"  # brute force: ~100x slower per query, so fewer queries
+    nb = min(args.batch, 100) if big else args.batch
+    ns = min(args.single, 50) if big else args.single
+    qb, qs = queries[:nb], queries[:ns]
+    key = len(queries)
+    if key not in truth_cache:
+        truth_cache[key] = C.ground_truth(art.vectors, art.labels, queries, k)
+    truth = truth_cache[key]
+
+    store = C.DictStore(art.labels)
+    pipe = C.BenchPipeline(art, store)
+    chunk_stage = C.retrieve_stage(pipe, k=k, per_document=False)
+    doc_stage = C.retrieve_stage(pipe, k=k, per_document=True)
+    raw = raw_searcher(art, args.threads)
+
+    # warm up: touch the index, the mmap'd vectors and the code paths
+    raw(qb, k)
+    C.run_stage(chunk_stage, qb, k)
+    C.run_stage(doc_stage, qb[:10], k)
+
+    rec: dict[str, list] = {m: [] for m in ("raw_batch", "rc_batch", "doc_batch", "raw_p50", "raw_p99", "rc_p50", "rc_p99", "doc_p50")}
+    raw_out = rc_states = None
+    for rep in range(args.repeats):
+        order = ("raw", "rc") if rep % 2 == 0 else ("rc", "raw")
+        for who in order:
+            if who == "raw":
+                t0 = time.perf_counter()
+                raw_out = raw(qb, k)
+                rec["raw_batch"].append(time.perf_counter() - t0)
+                lat = C.time_each(lambda q: raw(q, k), qs)
+                rec["raw_p50"].append(np.percentile(lat, 50))
+                rec["raw_p99"].append(np.percentile(lat, 99))
+            else:
+                rc_states = C.new_states(qb, k)
+                usage = C.UsageRecord(stage="retrieve", resource="cpu", items=nb)
+                t0 = time.perf_counter()
+                chunk_stage.run(rc_states, usage)
+                rec["rc_batch"].append(time.perf_counter() - t0)
+                lat, _ = C.time_stage_each(chunk_stage, qs, k)
+                rec["rc_p50"].append(np.percentile(lat, 50))
+                rec["rc_p99"].append(np.percentile(lat, 99))
+        doc_states = C.new_states(qb, k)
+        t0 = time.perf_counter()
+        doc_stage.run(doc_states, C.UsageRecord(stage="retrieve", resource="cpu", items=nb))
+        rec["doc_batch"].append(time.perf_counter() - t0)
+        rec["doc_p50"].append(np.percentile(C.time_stage_each(doc_stage, qs[: max(ns // 3, 1)], k)[0], 50))
+
+    med = {m: C.median(v) for m, v in rec.items()}
+    r_raw = C.recall_at_k(raw_labels(art, raw_out), truth[:nb])
+    r_rc = C.recall_at_k(C.hit_labels(rc_states, k), truth[:nb])
+    same = bool(np.array_equal(np.sort(raw_labels(art, raw_out), axis=1), np.sort(C.hit_labels(rc_states, k), axis=1)))
+    ratio = (nb / med["rc_batch"]) / (nb / med["raw_batch"])
+    overhead_us = (med["rc_p50"] - med["raw_p50"]) * 1e6
+    allowed_us = max(0.1 * med["raw_p50"] * 1e6, 30.0)
+    out: dict[str, Any] = {
+        "index": C.INDEXES[name],
+        "build_seconds": round(build_s, 1),
+        "bytes_per_vector": art.manifest.bytes_per_vector,
+        "batch_queries": nb,
+        "single_queries": ns,
+        "raw": {"batch_qps": round(nb / med["raw_batch"], 1), "p50_us": round(med["raw_p50"] * 1e6, 1),
+                "p99_us": round(med["raw_p99"] * 1e6, 1), "recall_at_k": round(r_raw, 5)},
+        "ragcost": {"batch_qps": round(nb / med["rc_batch"], 1), "p50_us": round(med["rc_p50"] * 1e6, 1),
+                    "p99_us": round(med["rc_p99"] * 1e6, 1), "recall_at_k": round(r_rc, 5)},
+        "ragcost_per_document": {"batch_qps": round(nb / med["doc_batch"], 1), "p50_us": round(med["doc_p50"] * 1e6, 1),
+                                 "note": "k best documents (one chunk each); fetches 4k chunks"},
+        "batch_qps_ratio": round(ratio, 4),
+        "single_overhead_us": round(overhead_us, 1),
+        "single_overhead_frac": round(overhead_us / (med["raw_p50"] * 1e6), 4),
+        "single_overhead_allowed_us": round(allowed_us, 1),
+        "recall_diff": round(abs(r_rc - r_raw), 6),
+        "same_labels_as_raw": same,
+        "pass": {
+            "batch_qps_ratio_ge_0.95": ratio >= 0.95,
+            "single_overhead_le_max_10pct_30us": overhead_us <= allowed_us,
+            "recall_equal_within_1e-4": abs(r_rc - r_raw) <= 1e-4,
+        },
+    }
+    if name == "faiss-ivf_pq":
+        b = art.index.config.build_params()
+        code_id = b.m * b.nbits / 8 + 8  # PQ code + int64 id per vector in the inverted lists
+        out["ivf_pq_bytes"] = {
+            "total_per_vector": art.manifest.bytes_per_vector,
+            "code_plus_id_per_vector": code_id,
+            "fixed_bytes_amortised_per_vector": round(art.manifest.bytes_per_vector - code_id, 2),
+            "pass_total_le_64": art.manifest.bytes_per_vector <= 64,
+            "pass_code_plus_id_le_64": code_id <= 64,
+        }
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--dim", type=int, default=384)
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--batch", type=int, default=1000, help="queries per batch call")
+    ap.add_argument("--single", type=int, default=300, help="queries timed one by one")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=0, help="0 = all cores, for raw and ragcost alike")
+    ap.add_argument("--indexes", default=",".join(C.INDEXES), help="comma-separated names from bench.common.INDEXES")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    queries, _ = C.synthetic_queries(max(args.batch, args.single), args.dim)
+    truth_cache: dict = {}
+    results = {name: bench_index(name, args, queries, truth_cache) for name in args.indexes.split(",")}
+    result = {
+        "benchmark": "overhead",
+        "data": {"n": args.n, "dim": args.dim, "k": args.k, "kind": C.SYNTHETIC_NOTE},
+        "method": {
+            "raw": "the library's own search call on the same loaded index object, parameters set on the index once",
+            "ragcost": "ragcost.stages.retrieve.Retrieve.run(per_document=False) on a real LoadedIndex; "
+                       "store = in-memory dict (no DuckDB round trip); includes building Hit objects with chunk text",
+            "timing": f"{args.repeats} interleaved repeats; medians of batch wall time and of per-repeat p50/p99",
+            "threads": args.threads or "all cores",
+        },
+        "machine": C.machine(),
+        "indexes": results,
+        "pass": all(all(v for v in r["pass"].values()) for r in results.values()),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+    C.emit(result)
+    return result
+
+
+if __name__ == "__main__":
+    main()

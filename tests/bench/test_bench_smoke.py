@@ -1,0 +1,60 @@
+"""Each benchmark runs at a tiny size and prints the JSON shape the README promises (no timing asserts)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench import common
+
+
+@pytest.fixture(autouse=True)
+def bench_cache(tmp_path, monkeypatch):
+    monkeypatch.setattr(common, "CACHE", tmp_path / "cache")
+
+
+def printed(capsys) -> dict:
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.slow
+def test_overhead_reports_raw_and_ragcost_side_by_side_with_pass_fields(capsys):
+    from bench import overhead
+
+    overhead.main(["--n", "3000", "--dim", "48", "--batch", "40", "--single", "10", "--repeats", "1",
+                   "--indexes", "hnswlib-hnsw,faiss-ivf_pq"])
+    out = printed(capsys)
+    assert out["benchmark"] == "overhead" and set(out["indexes"]) == {"hnswlib-hnsw", "faiss-ivf_pq"}
+    for r in out["indexes"].values():
+        for side in ("raw", "ragcost"):
+            assert {"batch_qps", "p50_us", "p99_us", "recall_at_k"} <= set(r[side])
+        assert r["same_labels_as_raw"] is True and r["recall_diff"] == 0
+        assert set(r["pass"]) == {"batch_qps_ratio_ge_0.95", "single_overhead_le_max_10pct_30us", "recall_equal_within_1e-4"}
+    assert out["indexes"]["faiss-ivf_pq"]["ivf_pq_bytes"]["code_plus_id_per_vector"] == 56
+
+
+@pytest.mark.slow
+def test_filters_reports_every_bucket_and_strategy_and_auto_never_loses_results(capsys):
+    from bench import filters
+
+    filters.main(["--n", "3000", "--dim", "48", "--queries", "4", "--indexes", "hnswlib-hnsw"])
+    out = printed(capsys)
+    buckets = out["indexes"]["hnswlib-hnsw"]["buckets"]
+    assert len(buckets) == 3 * len(filters.SELECTIVITIES) + 2
+    for b in buckets.values():
+        for strat in ("auto", "native", "exact"):
+            assert {"recall_at_k", "share_with_k", "p50_us", "p95_us"} <= set(b[strat])
+        assert b["auto"]["share_with_k"] == 1.0
+        assert b["exact"]["recall_at_k"] == 1.0
+        assert set(b["pass"]) == {"recall_ge_0.95", "k_results_every_query", "p95_le_2x_cheaper_pure"}
+
+
+@pytest.mark.slow
+def test_embed_compares_the_stage_with_sentence_transformers_encode(capsys):
+    from bench import embed
+
+    embed.main(["--texts", "12", "--repeats", "1", "--batch-size", "4"])
+    out = printed(capsys)
+    assert out["max_abs_vector_diff"] < 1e-5
+    assert {"raw", "ragcost", "throughput_ratio", "pass"} <= set(out)
