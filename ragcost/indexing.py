@@ -8,6 +8,7 @@ vectors and carries the fingerprint of what made it.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from time import perf_counter
@@ -38,6 +39,16 @@ class IndexSummary:
     embed_seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
     report: IngestReport = field(default_factory=IngestReport)
+
+
+def _made_by(raw: Optional[str]) -> Optional[dict]:
+    """What made the stored chunks and vectors (model fingerprint and chunking), as last recorded."""
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:  # written by an older ragcost: a bare model fingerprint
+        return {"model": raw}
 
 
 def doc_text(doc: SourceDocument) -> str:
@@ -94,14 +105,17 @@ def run_index(
     chunker = _chunker(pipe)
     store = pipe.store()
 
-    fp = emb.fingerprint()
-    old_fp = store.get_meta(EMBEDDER_META)
-    if old_fp is not None and old_fp != fp:
-        # Vectors from two models must never mix: drop them all, then re-embed.
-        summary.re_embed_reason = f"embedding model changed ({old_fp[:12]} -> {fp[:12]})"
+    made_by = {"model": emb.fingerprint(), "chunk_size": chunker.size, "chunk_overlap": chunker.overlap}
+    old = _made_by(store.get_meta(EMBEDDER_META))
+    if old is not None and old != made_by:
+        # Chunks and vectors from two models (or two chunkings) must never mix: drop them all, re-embed.
+        what = [k for k in made_by if old.get(k) != made_by[k]]
+        summary.re_embed_reason = "changed since the last run: " + ", ".join(
+            f"{k} {str(old.get(k))[:12]} -> {str(made_by[k])[:12]}" for k in what
+        )
         store.delete(list(store.doc_hashes()))
-    if old_fp != fp:
-        store.set_meta(EMBEDDER_META, fp)
+    if old != made_by:
+        store.set_meta(EMBEDDER_META, json.dumps(made_by, sort_keys=True))
 
     existing = store.doc_hashes()
     todo: list[tuple[SourceDocument, str]] = []

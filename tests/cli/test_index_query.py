@@ -89,6 +89,15 @@ class TestIndexAndQuery:
         assert re.search(match, err)
         assert "Traceback" not in err
 
+    def test_changing_the_chunking_re_embeds_every_document(self, kb, capsys):
+        run_cli(capsys, "index", kb)
+        cfg = json.loads(kb.read_text())
+        cfg["chunking"] = {"size": 32, "overlap": 4}
+        kb.write_text(json.dumps(cfg))
+        code, out, err = run_cli(capsys, "index", kb)
+        assert code == 0, err
+        assert "chunk_size 64 -> 32" in out and "12 embedded" in out
+
     def test_changing_dim_refuses_the_old_index_until_rebuilt(self, kb, capsys, tmp_path):
         run_cli(capsys, "index", kb)
         cfg = json.loads(kb.read_text())
