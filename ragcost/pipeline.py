@@ -35,6 +35,13 @@ class StageCall:
     cost_usd: float
     call_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     query: Optional[QueryState] = None  # set when the call served one query only (a generate attempt)
+    served: list[QueryState] = field(default_factory=list)  # the queries a batch call served
+
+    def serves(self, s: QueryState) -> bool:
+        """Whether this call's cost is (partly) this query's: guards may stop a query mid-pipeline."""
+        if self.query is not None:
+            return self.query is s
+        return any(x is s for x in self.served)
 
 
 @dataclass
@@ -231,7 +238,7 @@ class Pipeline:
             except Exception as e:  # a stage bug or a library failure: recorded, named, and raised
                 rec.wall_seconds = perf_counter() - t0
                 rec.failures += 1
-                result.calls.append(StageCall(rec, cost_of(rec, book)))
+                result.calls.append(StageCall(rec, cost_of(rec, book), served=active))
                 raise StageError(f"stage {stage.name!r} failed: {type(e).__name__}: {e}") from e
             rec.wall_seconds = perf_counter() - t0
             # A stage may report one record per attempt, each for one query (generate: retries,
@@ -240,7 +247,7 @@ class Pipeline:
             for state, a in attempts or []:
                 result.calls.append(StageCall(a, cost_of(a, book), a.notes.pop("call_id", None) or uuid.uuid4().hex, state))
             if not attempts:
-                result.calls.append(StageCall(rec, cost_of(rec, book)))
+                result.calls.append(StageCall(rec, cost_of(rec, book), served=active))
         result.storage_usd_per_query = self.storage_usd_per_query()
         return result
 

@@ -121,8 +121,8 @@ def _write_ledger(pipe: Pipeline, ledger, run_id: str, res) -> None:
     book = pipe.price_book
     ram, disk = pipe.storage_bytes()
     for s in res.states:
-        # A call that served one query (a generate attempt) is that query's alone.
-        rows = [stage_row(c.record, book, c.call_id) for c in res.calls if c.query is None or c.query is s]
+        # A batch call is shared by the queries it served; an attempt is its query's alone.
+        rows = [stage_row(c.record, book, c.call_id) for c in res.calls if c.serves(s)]
         rows.append(storage_row(ram, disk, book))
         ledger.record_query(
             run_id,

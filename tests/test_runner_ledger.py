@@ -1,0 +1,48 @@
+"""The runner and the ledger agree to the dollar, also when a stage stops a query mid-pipeline."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from ragcost.cost.usage import UsageRecord
+from ragcost.indexing import run_index
+from ragcost.pipeline import Pipeline
+from ragcost.query import run_queries
+from ragcost.stages.base import QueryState, Stage, stage_registry
+from tests.cli.conftest import write_corpus, write_pipeline
+
+
+@stage_registry.register("test-stop-second")
+class StopSecond(Stage):
+    """Stops the second query of a batch, as a blocking guard would."""
+
+    type = "test-stop-second"
+
+    def run(self, batch: list[QueryState], usage: UsageRecord) -> list[QueryState]:
+        if len(batch) > 1:
+            batch[1].error = "stopped by test"
+        return batch
+
+
+def test_ledger_rows_add_up_to_the_run_and_a_stopped_query_pays_only_what_it_used(tmp_path):
+    write_corpus(tmp_path / "kb.jsonl")
+    path = write_pipeline(tmp_path, stages=[{"type": "test-stop-second"}, {"type": "retrieve", "k": 3}])
+    pipe = Pipeline.load(path)
+    try:
+        run_index(pipe)
+        run = run_queries(pipe, [("a", "refund"), ("b", "password"), ("c", "api limits")])
+    finally:
+        pipe.close()
+    engine = sa.create_engine(pipe.config.store_url)
+    with engine.connect() as c:
+        rows = c.execute(sa.text(
+            "select q.text, q.ok, s.stage, s.cost_usd from rc_ledger_stage_calls s join rc_ledger_queries q using (query_id)"
+        )).fetchall()
+    engine.dispose()
+    assert abs(sum(r.cost_usd for r in rows) - run.total_usd) < 1e-12
+    stages_of = {}
+    for r in rows:
+        stages_of.setdefault(r.text, set()).add(r.stage)
+    assert "retrieve" not in stages_of["password"]
+    assert {"embed", "test-stop-second", "retrieve", "storage"} <= stages_of["refund"]
+    assert [s.error for s in run.states] == [None, "stopped by test", None]
