@@ -99,6 +99,11 @@ def run_index(
     summary = IndexSummary()
     path, reader = _source(pipe, source)
     docs = dedupe(read_source(path, reader, pipe.config.fields, summary.report), summary.report)
+    if pipe.config.redact:
+        from ragcost.guards import redact_document
+
+        # Before hashing, chunking and storing: the store and the index only ever see redacted text.
+        docs = [redact_document(d, pipe.config.redact) for d in docs]
     summary.documents = len(docs)
     emb = pipe.embedder
     emb.warm_up()

@@ -70,6 +70,18 @@ class PipelineConfig(_Strict):
     resource: str = Field("cpu", description="price-book resource that time-priced stages run on")
     useful: UsefulConfig = Field(default_factory=UsefulConfig, description="the query-time judge of a useful retrieved document")
     stages: list[StageConfig] = Field(default_factory=lambda: [StageConfig(type="retrieve")])
+    redact: list[str] = Field(default_factory=list, description="guard checks that redact documents before they are stored, e.g. [pii]")
+
+    @field_validator("redact")
+    @classmethod
+    def _redact(cls, v: list[str]) -> list[str]:
+        from ragcost.guards import redacting_checks
+
+        try:
+            redacting_checks(v)
+        except Exception as e:  # an unknown or non-redacting check, named with the ones that can
+            raise ValueError(str(e)) from None
+        return v
 
     @field_validator("name")
     @classmethod

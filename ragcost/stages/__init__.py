@@ -2,6 +2,8 @@
 
 from ragcost.stages import retrieve as _retrieve  # noqa: F401
 from ragcost.stages import generate as _generate  # noqa: F401
+from ragcost.stages import rerank as _rerank  # noqa: F401
+from ragcost.stages import guard as _guard  # noqa: F401
 from ragcost.stages.base import Hit, QueryState, Stage, StageParams, stage_registry
 
 __all__ = ["Hit", "QueryState", "Stage", "StageParams", "stage_registry"]

@@ -24,7 +24,12 @@ class EmbedQueries(Stage):
                 s.notes["truncated"] = f"query is {n} tokens; the model reads the first {limit}"
         usage.input_tokens = sum(min(n, limit) for n in counts)
         usage.cached_input_tokens = 0  # a local model has no prompt cache: known zero, not unknown
-        vecs = truncate(emb.embed(texts), self.pipeline.dim)
+        full = emb.embed(texts)
+        vecs = truncate(full, self.pipeline.dim)
         for s, v in zip(batch, vecs):
             s.vector = v
+        if vecs.shape[1] < full.shape[1]:
+            # Stages that re-score at the model's full dimension (rerank: rescore) keep the untruncated vectors.
+            for st in self.pipeline.stages():
+                getattr(st, "keep_full_query_vectors", lambda *_: None)(batch, full)
         return batch

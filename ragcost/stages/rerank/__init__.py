@@ -68,7 +68,6 @@ class RerankParams(StageParams):
         return self
 
     def backend_params(self) -> RerankerParams:
-        _load_backends()
         if self.backend not in reranker_registry:
             raise ValueError(f"unknown rerank backend {self.backend!r}; known: {', '.join(reranker_registry.names())}")
         cls = reranker_registry.get(self.backend)
@@ -79,10 +78,6 @@ class RerankParams(StageParams):
             loc = ".".join(str(x) for x in err["loc"])
             known = ", ".join(cls.Params.model_fields)
             raise ValueError(f"backend {self.backend!r}: {loc}: {err['msg']} (its options: {known})") from None
-
-
-def _load_backends() -> None:
-    from ragcost.stages.rerank import cross_encoder, hybrid, rescore  # noqa: F401
 
 
 @stage_registry.register("rerank")
@@ -125,8 +120,14 @@ def batches(n: int, size: int) -> int:
     return -(-n // size) if n else 0
 
 
+def _hit_from_row(r: dict[str, Any], score: float) -> Hit:
+    """A Hit from a ``Store.chunks`` row."""
+    return Hit(int(r["label"]), r["doc_id"], float(score), r.get("title") or "", r["text"], r.get("chunk_no", 0), r.get("metadata") or {})
+
+
 __all__ = ["Rerank", "RerankParams", "Reranker", "RerankerParams", "reranker_registry", "sort_hits"]
 
-
-def _hit_from_row(r: dict[str, Any], score: float) -> Hit:
-    return Hit(int(r["label"]), r["doc_id"], float(score), r.get("title") or "", r["text"], r.get("chunk_no", 0), r.get("metadata") or {})
+# The built-in backends register on import (after the names above exist, which they import).
+from ragcost.stages.rerank import cross_encoder as _cross_encoder  # noqa: E402,F401
+from ragcost.stages.rerank import hybrid as _hybrid  # noqa: E402,F401
+from ragcost.stages.rerank import rescore as _rescore  # noqa: E402,F401
