@@ -83,6 +83,7 @@ def run_queries(
     calls: list[StageCall] = []
     storage = 0.0
     ledger = _open_ledger(pipe, ledger_url) if write_ledger else None
+    tracer = _tracer(pipe)
     run_id = ledger.start_run("query", pipe.config.name, pipe.price_book.version, {"path": str(pipe.path)}) if ledger else None
     try:
         for i in range(0, len(items), batch_size):
@@ -93,11 +94,32 @@ def run_queries(
             storage += res.storage_usd_per_query * len(batch)
             if ledger:
                 _write_ledger(pipe, ledger, run_id, res)
+            if tracer:
+                _trace(tracer, res, pipe.price_book)
     finally:
         if ledger:
             ledger.finish_run(run_id)
             ledger.close()
     return QueryRun(pipe.config.name, states, calls, storage, pipe.price_book.version)
+
+
+def _tracer(pipe: Pipeline):
+    if not pipe.config.tracing.enabled:
+        return None
+    from ragcost.cost.tracing import QueryTracer
+
+    return QueryTracer(fraction=pipe.config.tracing.sample_fraction)
+
+
+def _trace(tracer, res, book) -> None:
+    """One span tree per query: the calls that served it, with its share of each call's cost."""
+    from ragcost.cost.compute import share_of
+
+    for s in res.states:
+        calls = [c for c in res.calls if c.serves(s)]
+        shares = [share_of(c.record, book) for c in calls]
+        latency = sum(c.record.wall_seconds for c in calls)
+        tracer.record_query(s.id, [c.record for c in calls], shares, latency, is_error=s.error is not None, error=s.error)
 
 
 def _open_ledger(pipe: Pipeline, url: Optional[str]):

@@ -46,3 +46,31 @@ def test_ledger_rows_add_up_to_the_run_and_a_stopped_query_pays_only_what_it_use
     assert "retrieve" not in stages_of["password"]
     assert {"embed", "test-stop-second", "retrieve", "storage"} <= stages_of["refund"]
     assert [s.error for s in run.states] == [None, "stopped by test", None]
+
+
+def test_tracing_emits_a_span_per_stage_with_genai_attributes_and_cost(tmp_path):
+    pytest = __import__("pytest")
+    sdk = pytest.importorskip("opentelemetry.sdk.trace", reason="needs opentelemetry-sdk (pip install 'ragcost[otel]')")
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    write_corpus(tmp_path / "kb.jsonl")
+    path = write_pipeline(tmp_path, tracing={"enabled": True, "sample_fraction": 1.0})
+    exporter = InMemorySpanExporter()
+    provider = sdk.TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    from opentelemetry import trace
+
+    trace.set_tracer_provider(provider)
+    pipe = Pipeline.load(path)
+    try:
+        run_index(pipe)
+        run_queries(pipe, [("a", "refund"), ("b", "password")], write_ledger=False)
+    finally:
+        pipe.close()
+    spans = exporter.get_finished_spans()
+    roots = [s for s in spans if s.name == "rag.query"]
+    assert len(roots) == 2
+    embed = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "embeddings"]
+    assert len(embed) == 2 and all(s.attributes["gen_ai.usage.input_tokens"] > 0 for s in embed)
+    assert all(s.attributes["ragcost.cost.usd"] > 0 for s in embed)

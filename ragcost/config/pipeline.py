@@ -50,6 +50,13 @@ class UsefulConfig(_Strict):
     threshold: float = Field(0.5, description="for judge: score (cosine similarity, or the re-ranker's score when re-ranking)")
 
 
+class TracingConfig(_Strict):
+    """OpenTelemetry spans per stage (GenAI semantic conventions + cost), tail-sampled."""
+
+    enabled: bool = Field(False, description="emit spans through the global OpenTelemetry tracer provider (pip install 'ragcost[otel]')")
+    sample_fraction: float = Field(0.1, ge=0, le=1, description="share of ordinary queries kept; errors and queries slower than the running p95 are always kept")
+
+
 class StageConfig(BaseModel):
     """A stage: ``type`` names a registered stage, the other keys are its own params (validated by it)."""
 
@@ -69,6 +76,7 @@ class PipelineConfig(_Strict):
     pricing: str = Field("pricing/default.yaml", description="price book, relative to the pipeline file or the working directory")
     resource: str = Field("cpu", description="price-book resource that time-priced stages run on")
     useful: UsefulConfig = Field(default_factory=UsefulConfig, description="the query-time judge of a useful retrieved document")
+    tracing: TracingConfig = Field(default_factory=TracingConfig)
     stages: list[StageConfig] = Field(default_factory=lambda: [StageConfig(type="retrieve")])
     redact: list[str] = Field(default_factory=list, description="guard checks that redact documents before they are stored, e.g. [pii]")
 
