@@ -335,6 +335,25 @@ class Store:
         flat = np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype=np.float32)
         return labels, flat.reshape(len(rows), -1).copy()
 
+    def vectors_for(self, labels: Iterable[int]) -> dict[int, np.ndarray]:
+        """Full-dimension float32 vectors of these chunk labels (unknown labels are absent)."""
+        c = self.chunks_t.c
+        out: dict[int, np.ndarray] = {}
+        with self._e.connect() as conn:
+            for part in _batches([int(x) for x in labels]):
+                for label, blob in conn.execute(sa.select(c.label, c.vector).where(c.label.in_(part))).all():
+                    out[int(label)] = np.frombuffer(bytes(blob), dtype=np.float32)
+        return out
+
+    def chunk_column(self, name: str) -> tuple[np.ndarray, list]:
+        """All chunk labels (ascending) and one column of theirs: ``text``, ``doc_id``, ``chunk_no``, ..."""
+        c = self.chunks_t.c
+        if name not in c or name == "vector":
+            raise StoreError(f"chunk_column: no column {name!r}; use one of {', '.join(k for k in c.keys() if k != 'vector')}")
+        with self._e.connect() as conn:
+            rows = conn.execute(sa.select(c.label, c[name]).order_by(c.label)).all()
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)), [r[1] for r in rows]
+
     def chunks(self, labels: Iterable[int]) -> list[dict]:
         """Chunks with their document's title and metadata (missing fields and empty lists omitted), in ``labels`` order; unknown labels dropped."""
         want = [int(x) for x in labels]

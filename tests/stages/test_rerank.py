@@ -14,7 +14,6 @@ from ragcost.pipeline import Pipeline
 from ragcost.stages.base import Hit, QueryState
 from ragcost.stages.rerank import Rerank
 from ragcost.stages.rerank.hybrid import build_bm25, rrf
-from ragcost.stages.rerank.rescore import store_vectors
 from tests.cli.conftest import write_corpus, write_pipeline
 
 IVFPQ = {"backend": "faiss", "kind": "ivf_pq", "build": {"nlist": 2, "m": 8, "nbits": 4}, "search": {"nprobe": 1}}
@@ -143,7 +142,7 @@ class TestRescore:
         assert q.shape[1] == 384 and pipe.dim == 128
         for s, qv in zip(res.states, q):
             assert len(s.hits) == 3
-            vecs = store_vectors(pipe.store(), [h.label for h in s.hits])
+            vecs = pipe.store().vectors_for([h.label for h in s.hits])
             assert [h.score for h in s.hits] == pytest.approx([float(vecs[h.label] @ qv) for h in s.hits], abs=1e-5)
             assert [h.score for h in s.hits] == sorted((h.score for h in s.hits), reverse=True)
         assert call.record.notes["rerank"]["scored"] == sum(1 for _ in texts) * 8
@@ -157,7 +156,7 @@ class TestRescore:
         stage.run(states, usage)
         assert usage.notes["query_embedded"] == {"queries": 1}
         qv = pipe.embedder.embed(["invoice download as PDF"])[0]
-        vecs = store_vectors(pipe.store(), cands)
+        vecs = pipe.store().vectors_for(cands)
         exact = sorted(cands, key=lambda l: -float(vecs[l] @ qv))[:3]
         assert [h.label for h in states[0].hits] == exact
 

@@ -73,6 +73,19 @@ class TestStore:
         expected = np.stack([c.vector for r in recs for c in r.chunks])
         np.testing.assert_array_equal(vecs, expected)
 
+    def test_vectors_for_and_chunk_column_read_parts_of_the_same_rows(self, store):
+        store.write([record(str(i), seed=i, n_chunks=2) for i in range(3)])
+        labels, vecs = store.vectors()
+        some = [int(labels[4]), int(labels[1]), 10**15]
+        got = store.vectors_for(some)
+        assert set(got) == {int(labels[4]), int(labels[1])}  # an unknown label is absent
+        np.testing.assert_array_equal(got[int(labels[4])], vecs[4])
+        col_labels, texts = store.chunk_column("text")
+        np.testing.assert_array_equal(col_labels, labels)
+        assert texts == [c["text"] for c in store.chunks(labels)]
+        with pytest.raises(StoreError, match="no column 'vectr'"):
+            store.chunk_column("vectr")
+
     def test_rewriting_a_document_replaces_its_chunks_and_values(self, store):
         store.write([record("a", n_chunks=3, tags=["old"]), record("b")])
         store.write([record("a", text="new", n_chunks=1, tags=["new"])])

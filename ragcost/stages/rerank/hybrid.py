@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Literal, Optional
 
 import numpy as np
-import sqlalchemy as sa
 from pydantic import Field
 
 from ragcost.errors import DependencyError, IngestError
@@ -76,10 +75,7 @@ def bm25_fingerprint(revision: str, stopwords: str) -> dict:
 
 
 def _chunk_texts(store) -> tuple[np.ndarray, list[str]]:
-    c = store.chunks_t.c
-    with store.engine.connect() as conn:
-        rows = conn.execute(sa.select(c.label, c.text).order_by(c.label)).all()
-    return np.array([r[0] for r in rows], dtype=np.int64), [r[1] for r in rows]
+    return store.chunk_column("text")
 
 
 def build_bm25(pipe, stopwords: str = "en") -> BM25Index:

@@ -12,29 +12,15 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-import sqlalchemy as sa
 from pydantic import Field
 
 from ragcost.stages.rerank import Reranker, RerankerParams, reranker_registry
 
-BATCH = 2000
 
 
 class RescoreParams(RerankerParams):
     source: Literal["auto", "artifact", "store"] = Field(
         "auto", description="auto: the artifact's float32 vectors at full dimension, else the store's full-dimension vectors")
-
-
-def store_vectors(store, labels: list[int]) -> dict[int, np.ndarray]:
-    """Full-dimension float32 vectors of these chunk labels, read from the store."""
-    c = store.chunks_t.c
-    out: dict[int, np.ndarray] = {}
-    with store.engine.connect() as conn:
-        for i in range(0, len(labels), BATCH):
-            q = sa.select(c.label, c.vector).where(c.label.in_(labels[i : i + BATCH]))
-            for label, blob in conn.execute(q).all():
-                out[int(label)] = np.frombuffer(bytes(blob), dtype=np.float32)
-    return out
 
 
 @reranker_registry.register("rescore")
@@ -70,7 +56,7 @@ class Rescore(Reranker):
             vecs = {int(l): v for l, v in zip(art.labels[rows], mat)}
             queries = {id(s): np.asarray(s.vector, np.float32) for s in batch}
         else:
-            vecs = store_vectors(self.pipeline.store(), labels)
+            vecs = self.pipeline.store().vectors_for(labels)
             queries = self._full_queries(batch, usage)
         scored = 0
         for s in batch:
