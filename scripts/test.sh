@@ -8,8 +8,12 @@ python3 -m venv .venv
 .venv/bin/pip install -q torch==2.13.0
 .venv/bin/pip install -q -e '.[dev,postgres]'
 eval "$(scripts/start_postgres.sh)"
+# Debian's Chromium renders the eval HTML report for the screenshot test.
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium) >/dev/null
+fi
 # vLLM (CPU build) in its own venv: its pins conflict with ours; the slow generate tests start it.
 bash scripts/ci_vllm.sh .vllm-venv
 # In CI a missing service is a failure, not a skip.
-if [ "${CI:-}" = true ]; then export RAGCOST_REQUIRE_POSTGRES=1 RAGCOST_REQUIRE_VLLM=1; fi
+if [ "${CI:-}" = true ]; then export RAGCOST_REQUIRE_POSTGRES=1 RAGCOST_REQUIRE_VLLM=1 RAGCOST_REQUIRE_CHROMIUM=1; fi
 exec .venv/bin/python -m pytest "$@"

@@ -20,20 +20,18 @@ def _root(debug: bool = typer.Option(False, "--debug", help="show full traceback
 
 
 def _register() -> None:
-    from ragcost.cli import config_cmds, index_cmd, query_cmd
+    from ragcost.cli import config_cmds, eval_cmd, index_cmd, query_cmd
 
     app.command("index")(index_cmd.index)
     app.command("query")(query_cmd.query)
     app.command("validate")(config_cmds.validate)
     app.command("schema")(config_cmds.schema)
-    try:
-        from ragcost.cli.plan import plan
-        from ragcost.cli.report import report
+    app.command("eval")(eval_cmd.eval_)
+    from ragcost.cli.plan import plan
+    from ragcost.cli.report import report
 
-        app.command("report")(report)
-        app.command("plan")(plan)
-    except ImportError:  # pragma: no cover - while the cost commands are being built
-        pass
+    app.command("report")(report)
+    app.command("plan")(plan)
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -68,6 +68,13 @@ def corpus_path(root: Path) -> Path:
     raise IngestError(f"dataset {root}: missing file corpus.jsonl (or corpus.jsonl.gz); a BEIR folder has corpus, queries.jsonl, qrels.tsv")
 
 
+def check_files(root: Path | str) -> None:
+    """Fail fast (before any embedding) when the folder lacks a corpus, queries or qrels."""
+    corpus_path(Path(root))
+    _need(Path(root), "queries.jsonl")
+    _need(Path(root), "qrels.tsv")
+
+
 def _need(root: Path, name: str) -> Path:
     p = Path(root) / name
     if not p.is_file():

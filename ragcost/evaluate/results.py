@@ -189,7 +189,8 @@ def compare(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[dict[str, 
         for m in ("pareto", "recommended"):
             row[m] = (ra.get(m) if ra else None, rb.get(m) if rb else None)
         out.append(row)
-    return out
+    # measured configurations first (best quality of B first), then what was skipped or failed
+    return sorted(out, key=lambda r: (r["quality"][1] is None, -(r["quality"][1] or r["quality"][0] or 0.0)))
 
 
 def default_ledger(spec_pipeline_store: Optional[str]) -> str:

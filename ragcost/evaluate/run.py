@@ -12,6 +12,8 @@ storage of the index and the float32 copy kept beside it (as ``Pipeline.storage_
 from __future__ import annotations
 
 import json
+import re
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,7 +28,7 @@ from ragcost.evaluate.spec import Candidate, LoadedSpec, Skipped, expand
 from ragcost.evaluate.vectors import DEFAULT_CACHE, CorpusVectors, QueryVectors, embed_corpus, embed_queries
 
 Progress = Callable[[str, int, Optional[int]], None]  # (task, done, total)
-RERANK_BATCH = 32
+WARM_UP = 5  # untimed searches before the latency loop
 
 
 @dataclass
@@ -87,6 +89,7 @@ class EvalRun:
     query_embed_ms: float  # mean per query
     price_book_version: str
     started_at: str
+    store_url: str = ""  # the pipeline's store: the default ledger
     wall_seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
     results: list[ConfigResult] = field(default_factory=list)
@@ -99,19 +102,47 @@ class EvalRun:
         return asdict(self)
 
 
-class EvalContext:
-    """What an extra stage sees as its ``pipeline`` during eval: the real pipeline, but
-    ``artifact()`` is the index under test (with its labels and the float32 vectors at this dim),
-    ``store()`` is the eval cache store (chunk texts), ``dim`` and ``index_config`` are this config's."""
+@contextmanager
+def _one_thread():
+    """faiss searches a single query with OpenMP on every core; pin it to one for the latency loop."""
+    try:
+        import faiss
+    except ImportError:  # pragma: no cover
+        yield
+        return
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
 
-    def __init__(self, pipeline: Any, loaded: Any, index_config: Any, dim: int) -> None:
-        self._pipeline, self._loaded, self.index_config, self.dim = pipeline, loaded, index_config, dim
 
-    def artifact(self) -> Any:
-        return self._loaded
+@contextmanager
+def _captured_stderr():
+    """Collect what C++ code writes to file descriptor 2 meanwhile; yields a function returning its lines."""
+    import os
+    import sys
+    import tempfile
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._pipeline, name)
+    lines: list[str] = []
+    try:
+        fd = sys.stderr.fileno()
+    except (AttributeError, ValueError, OSError):  # pytest's capture or an odd stream: leave it alone
+        yield lambda: lines
+        return
+    sys.stderr.flush()
+    saved = os.dup(fd)
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        os.dup2(tmp.fileno(), fd)
+        try:
+            yield lambda: lines
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, fd)
+            os.close(saved)
+            tmp.seek(0)
+            lines.extend(tmp.read().decode("utf-8", "replace").splitlines())
 
 
 def _noop(task: str, done: int, total: Optional[int]) -> None:
@@ -120,7 +151,7 @@ def _noop(task: str, done: int, total: Optional[int]) -> None:
 
 def run_eval(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Progress = _noop) -> EvalRun:
     """Everything `ragcost eval SPEC` measures, as data (nothing printed, nothing written but the caches)."""
-    from ragcost.evaluate.datasets import load_dataset
+    from ragcost.evaluate.datasets import check_files, load_dataset
     from ragcost.evaluate.metrics import exact_kth
     from ragcost.evaluate.pareto import mark
     from ragcost.pipeline import Pipeline
@@ -130,12 +161,17 @@ def run_eval(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Progress
     pipe = Pipeline.load(ls.pipeline_path)
     book = pipe.price_book
     try:
+        check_files(ls.dataset_path)
         progress("loading model", 0, None)
         pipe.embedder.warm_up()
         corpus = embed_corpus(pipe, ls.dataset_path, cache_dir, progress=lambda d, t: progress("embedding corpus", d, t))
         ds = load_dataset(ls.dataset_path, corpus.doc_ids)
         queries = dict(list(ds.queries.items())[: spec.max_queries] if spec.max_queries else ds.queries)
         qrels = {q: ds.qrels[q] for q in queries}
+        if spec.relevance == "binary":
+            from ragcost.evaluate.metrics import binary
+
+            qrels = binary(qrels)
         progress("embedding queries", 0, len(queries))
         qv = embed_queries(pipe, queries, ls.dataset_path, cache_dir)
         progress("embedding queries", len(queries), len(queries))
@@ -147,7 +183,7 @@ def run_eval(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Progress
             documents=len(corpus.doc_ids), chunks=len(corpus.labels), native_dim=native,
             embedded_documents=corpus.summary.embedded_documents, embed_seconds=corpus.summary.embed_seconds,
             query_embed_ms=float(qv.seconds.mean() * 1000) if len(qv.seconds) else 0.0,
-            price_book_version=str(book.version), started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            price_book_version=str(book.version), store_url=pipe.config.store_url, started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
             warnings=ds.problems.lines() + [f"skipped input: {s}" for s in corpus.summary.report.skipped[:3]],
         )
         run.results.extend(ConfigResult(s.name, status="skipped", reason=s.reason) for s in skipped)
@@ -214,7 +250,7 @@ class _Evaluator:
         self.qids = list(queries)
         self._vecs: dict[int, np.ndarray] = {}
         self._qvecs: dict[int, np.ndarray] = {}
-        self._chunk_rows: dict[int, dict] = {}
+        self._stages: Optional[Any] = None
         # doc -> its chunk rows, for exact scores of returned documents
         perm = np.argsort(corpus.doc_of, kind="stable")
         bounds = np.flatnonzero(np.r_[True, np.diff(corpus.doc_of[perm]) != 0, True])
@@ -237,7 +273,15 @@ class _Evaluator:
     def build(self, c: Candidate) -> tuple[Any, float]:
         from ragcost.index.artifact import timed_build
 
-        return timed_build(c.index_config, self.vectors_at(c.dim), self.corpus.labels, c.precision)
+        with _captured_stderr() as notes:  # faiss's C++ training warnings would tear through the progress bars
+            index, seconds = timed_build(c.index_config, self.vectors_at(c.dim), self.corpus.labels, c.precision)
+        seen = set()
+        for line in notes():  # only faiss's own lines: a live progress display may have drawn here too
+            key = re.sub(r"\d+", "N", line)
+            if line.startswith("WARNING") and key not in seen:
+                seen.add(key)
+                index.warnings.append(f"faiss: {line.strip()}")
+        return index, seconds
 
     # ---- one configuration ---------------------------------------------------------------
 
@@ -261,7 +305,8 @@ class _Evaluator:
             if len(got[0]) >= want or fetch >= n:
                 break
             fetch = min(n, fetch * 4)
-        return got, perf_counter() - t0
+        seconds = perf_counter() - t0
+        return tuple(x[:want] for x in got), seconds
 
     def measure(self, c: Candidate, index: Any, build_s: float, kth: dict[int, np.ndarray]) -> ConfigResult:
         from ragcost.cost.compute import cost_of, storage_cost_per_query
@@ -278,9 +323,12 @@ class _Evaluator:
         Q = self.queries_at(c.dim)
         V = self.vectors_at(c.dim)
         got, lat = [], np.zeros(len(Q))
-        for i in range(len(Q)):
-            g, lat[i] = self._retrieve(index, Q[i:i + 1], want, params)
-            got.append(g)
+        for i in range(min(len(Q), WARM_UP)):  # first calls page in code and memory; not timed
+            self._retrieve(index, Q[i:i + 1], want, params)
+        with _one_thread():  # one request, one core: how a serving process answers a single query
+            for i in range(len(Q)):
+                g, lat[i] = self._retrieve(index, Q[i:i + 1], want, params)
+                got.append(g)
         t0 = perf_counter()
         index.search(Q, min(len(corpus.labels), want * spec.fetch_multiplier), params=params)
         batch_s = perf_counter() - t0
@@ -293,7 +341,7 @@ class _Evaluator:
         extra_records: list[UsageRecord] = []
         search_s = float(lat.sum())
         if stage:
-            ranked, per_query_s, extra_records = self._run_stage(stage, c, index, got)
+            ranked, per_query_s, extra_records = self._stage_runner().run(stage, c, index, got)
             lat = lat + per_query_s  # the query's latency includes its share of the stage's batch call
         else:
             ranked = {q: [corpus.doc_ids[d] for d in docs] for q, (docs, _, _) in zip(self.qids, got)}
@@ -326,65 +374,15 @@ class _Evaluator:
         r.bytes_per_vector = r.index_bytes / n if n else 0.0
         return r
 
+    def _stage_runner(self) -> Any:
+        from ragcost.evaluate.stages import StageRunner
+
+        if self._stages is None:
+            self._stages = StageRunner(self.corpus, self.queries, self.spec.k[0], self.vectors_at, self.queries_at)
+        return self._stages
+
     def _exact_doc_scores(self, q: np.ndarray, docs: np.ndarray, V: np.ndarray) -> np.ndarray:
         return np.array([float((V[self._doc_rows[d]] @ q).max()) for d in docs], dtype=np.float32)
-
-    # ---- extra stages ---------------------------------------------------------------------
-
-    def _chunks(self, labels: list[int]) -> dict[int, dict]:
-        missing = [x for x in labels if x not in self._chunk_rows]
-        if missing:
-            for row in self.corpus.pipeline.store().chunks(missing):
-                self._chunk_rows[row["label"]] = row
-        return self._chunk_rows
-
-    def _run_stage(self, stage: tuple, c: Candidate, index: Any, got: list) -> tuple[dict, np.ndarray, list[UsageRecord]]:
-        """Run the entry's extra stage over QueryStates holding the retrieved hits, in batches, as the pipeline does."""
-        from ragcost.index.artifact import LoadedIndex, Manifest
-        from ragcost.stages.base import Hit, QueryState
-
-        cls, params = stage
-        corpus, k0 = self.corpus, self.spec.k[0]
-        V = self.vectors_at(c.dim)
-        n = len(corpus.labels)
-        manifest = Manifest(fingerprint={}, vector_count=n, dim=c.dim, precision=c.precision, backend=c.index_config.backend,
-                            kind=c.index_config.kind, index_bytes=int(index.nbytes()), bytes_per_vector=index.nbytes() / max(n, 1),
-                            file_bytes=0, index_file="", vectors_file="", labels_file="", build_seconds=0.0, created_at="")
-        cfg = c.index_config.model_copy(update={"search": dict(c.search)})
-        ctx = EvalContext(corpus.pipeline, LoadedIndex(index, corpus.labels, V, manifest), cfg, c.dim)
-        st = cls(params, ctx)
-        st.warm_up()
-        rows = self._chunks(sorted({int(x) for _, labs, _ in got for x in labs}))
-        Q = self.queries_at(c.dim)
-        states = []
-        for i, (q, (docs, labs, scores)) in enumerate(zip(self.qids, got)):
-            hits = []
-            for d, lab, s in zip(docs, labs, scores):
-                row = rows.get(int(lab), {})
-                hits.append(Hit(int(lab), corpus.doc_ids[d], float(s), row.get("title") or "", row.get("text", ""),
-                                row.get("chunk_no", 0), row.get("metadata") or {}))
-            states.append(QueryState(text=self.queries[q], id=q, k=k0, vector=Q[i], hits=hits))
-        per_query = np.zeros(len(states))
-        records = []
-        for a in range(0, len(states), RERANK_BATCH):
-            batch = states[a:a + RERANK_BATCH]
-            rec = UsageRecord(stage=st.name, resource=st.resource, items=len(batch))
-            t0 = perf_counter()
-            out = st.run(batch, rec)
-            rec.wall_seconds = perf_counter() - t0
-            per_query[a:a + len(batch)] = rec.wall_seconds / len(batch)
-            records.append(rec)
-            if out is not None:
-                states[a:a + len(batch)] = out
-        ranked = {}
-        for s in states:
-            seen: list[str] = []
-            for h in s.hits:
-                if h.doc_id not in seen:
-                    seen.append(h.doc_id)
-            ranked[s.id] = seen
-        return ranked, per_query, records
-
 
 def results_json(run: EvalRun) -> str:
     return json.dumps(run.to_dict(), indent=2, default=str)

@@ -62,6 +62,8 @@ class EvalSpec(_Strict):
     k: list[int] = Field(default_factory=lambda: [10], min_length=1, description="cut-offs; the first is the context size that counts useful documents")
     metrics: list[str] = Field(default_factory=lambda: ["ndcg@10", "recall", "mrr@10", "precision"],
                                description="ndcg|recall|mrr|precision, with @N or expanded for every k")
+    relevance: Literal["graded", "binary"] = Field(
+        "graded", description="graded: nDCG gains are the qrels scores; binary: every judged-relevant (score >= 1) document counts 1")
     quality: str = Field("ndcg@10", description="the quality metric of the Pareto front and the recommendation")
     within_pct: float = Field(2.0, ge=0, le=100, description="recommend the cheapest config within this % of the best quality")
     fetch_multiplier: int = Field(4, ge=1, le=64, description="chunks fetched per wanted document before collapsing to documents")
@@ -185,6 +187,11 @@ def _rerank_stage(ls: LoadedSpec, i: int, params: dict[str, Any]) -> tuple[type,
             f"(known: {', '.join(stage_registry.names()) or 'none'}); this install has no ragcost.stages.rerank; "
             "remove rerank: from the grid or update ragcost")
     cls = stage_registry.get("rerank")
+    fields = cls.Params.model_fields
+    if "type" in params and "type" not in fields and "backend" in fields:
+        # `rerank: {type: rescore}` names the backend, as the stage's own `backend:` does
+        params = {k: v for k, v in params.items() if k != "type"}
+        params.setdefault("backend", ls.spec.grid[i].rerank["type"])
     try:
         return cls, cls.Params.model_validate(params)
     except ValidationError as e:

@@ -1,0 +1,178 @@
+"""`ragcost eval SPEC [--html/--csv/--parquet PATH]` and `ragcost eval --compare RUN_A RUN_B`."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from ragcost.errors import ConfigError, StoreError
+
+
+def _money(v: Optional[float]) -> str:
+    return "n/a (0 useful)" if v is None else f"${v:.3g}"
+
+
+def results_table(run: Any) -> Any:
+    """The terminal table: one row per measured configuration, best quality first."""
+    from rich.table import Table
+
+    q, k0 = run.quality, run.k[0]
+    cols = [q, *(m for m in run.metric_names if m != q), f"ann_recall@{k0}"]
+    short = {"ndcg": "nDCG", "recall": "R", "mrr": "MRR", "precision": "P", "ann_recall": "annR"}
+    t = Table(title=f"{run.name}: {run.dataset}, {run.queries} queries, {run.documents:,} docs / {run.chunks:,} chunks",
+              header_style="bold", pad_edge=False)
+    t.add_column("config", no_wrap=True)
+    for c in cols:
+        base, _, cut = c.partition("@")
+        t.add_column(f"{short.get(base, base)}@{cut}", justify="right")
+    for h in ("p50 ms", "p95 ms", "p99 ms", "QPS 1/batch", "build s", "B/vec", "RAM MB", "$/1k q", "$/useful", ""):
+        t.add_column(h, justify="right")
+    for r in sorted(run.ok(), key=lambda r: -r.metrics.get(q, 0)):
+        mark = "★ best" if r.recommended else "◆ front" if r.pareto else ""
+        t.add_row(
+            r.name, *(f"{r.metrics.get(c, float('nan')):.4f}" for c in cols),
+            f"{r.p50_ms:.3f}", f"{r.p95_ms:.3f}", f"{r.p99_ms:.3f}", f"{r.qps_single:,.0f}/{r.qps_batch:,.0f}",
+            f"{r.build_seconds:.2f}", f"{r.bytes_per_vector:,.0f}", f"{r.index_bytes / 1e6:.1f}",
+            f"{r.usd_per_1k_queries:.5f}", _money(r.usd_per_useful), mark,
+            style="bold green" if r.recommended else None,
+        )
+    return t
+
+
+def _progress_runner(console: Any):
+    """A (run_eval progress callback, context manager) pair: rich bars on a terminal, plain lines elsewhere."""
+    from contextlib import nullcontext
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    if not console.is_terminal:
+        last = {"t": 0.0, "task": ""}
+
+        def plain(task: str, done: int, total: Optional[int]) -> None:
+            now = time.monotonic()
+            label = task.split(" ")[0] if task.startswith("searching") else task
+            if label != last["task"] or now - last["t"] >= 2.0 or (total and done == total):
+                last.update(t=now, task=label)
+                print(f"{task}: {done}/{total if total is not None else '?'}", file=sys.stderr, flush=True)
+
+        return plain, nullcontext()
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   console=console, transient=True)
+    tasks: dict[str, Any] = {}
+
+    def rich_cb(task: str, done: int, total: Optional[int]) -> None:
+        if task.startswith("searching"):
+            if "configurations" in tasks:
+                bar.update(tasks["configurations"], description=f"configurations ({task[10:]})")
+            return
+        if task not in tasks:
+            tasks[task] = bar.add_task(task, total=total)
+        bar.update(tasks[task], completed=done, total=total)
+
+    return rich_cb, bar
+
+
+def eval_(
+    spec: Optional[Path] = typer.Argument(None, help="eval spec YAML (eval/*.yaml)"),
+    html: Optional[Path] = typer.Option(None, "--html", help="write a self-contained HTML report with plots here"),
+    csv: Optional[Path] = typer.Option(None, "--csv", help="write the results as CSV here"),
+    parquet: Optional[Path] = typer.Option(None, "--parquet", help="write the results as Parquet here"),
+    ledger: Optional[str] = typer.Option(None, "--ledger", help="SQLAlchemy URL of the ledger (default: the pipeline's store)"),
+    no_ledger: bool = typer.Option(False, "--no-ledger", help="do not record this run in the ledger"),
+    compare: Optional[tuple[str, str]] = typer.Option(None, "--compare", help="show what changed between two recorded eval runs (ids, id prefixes, 'previous', 'last')"),
+    max_queries: Optional[int] = typer.Option(None, "--max-queries", help="evaluate only the first N judged queries"),
+    cache_dir: Path = typer.Option(Path(".ragcost/eval"), "--cache-dir", help="where corpus and query vectors are cached"),
+) -> None:
+    """Compare index and embedding configurations on a dataset's relevance judgments: quality, latency, bytes, dollars."""
+    from rich.console import Console
+
+    out = Console(width=None if sys.stdout.isatty() else 220)
+    if compare:
+        return _compare(out, compare, ledger, spec)
+    if spec is None:
+        raise ConfigError("give an eval spec (e.g. ragcost eval eval/cranfield-indexes.yaml) or --compare RUN_A RUN_B")
+    from ragcost.evaluate import results as res
+    from ragcost.evaluate.report_html import write_html
+    from ragcost.evaluate.run import run_eval
+    from ragcost.evaluate.spec import load_spec
+
+    failed: Optional[Exception] = None
+    ls = load_spec(spec)
+    if max_queries is not None:
+        ls.spec.max_queries = max_queries
+    err = Console(stderr=True, soft_wrap=True)
+    cb, bar = _progress_runner(err)
+    with bar:
+        run = run_eval(ls, cache_dir, progress=cb)
+    for w in run.warnings:
+        err.print(f"[yellow]warning:[/] {w}", highlight=False)
+    said = set()
+    for r in run.ok():  # build warnings once per built index, not once per swept search setting
+        for w in r.warnings:
+            key = (r.index_file, r.dim, r.precision, w)
+            if key not in said:
+                said.add(key)
+                err.print(f"[yellow]warning:[/] {Path(r.index_file).stem} d{r.dim} {r.precision}: {w}", highlight=False)
+    emb = f"embedded {run.embedded_documents} documents in {run.embed_seconds:.0f}s" if run.embedded_documents else "corpus vectors from cache"
+    out.print(f"{emb}; query embedding {run.query_embed_ms:.1f} ms/query", highlight=False)
+    out.print(results_table(run))
+    others = [r for r in run.results if r.status != "ok"]
+    if others:
+        out.print(f"not measured ({len(others)}):", highlight=False)
+        for r in others:
+            out.print(f"  {r.name}: {r.status}: {r.reason}", highlight=False)
+    rec = next((r for r in run.ok() if r.recommended), None)
+    if rec:
+        out.print(f"recommended: [bold]{rec.name}[/] — cheapest by $ per useful document ({_money(rec.usd_per_useful)}) "
+                  f"within {run.within_pct:g}% of the best {run.quality} ({rec.metrics[run.quality]:.4f})", highlight=False)
+    if not no_ledger:  # the run id first, so the files carry it; a ledger that cannot open must not lose them
+        url = ledger or run.store_url
+        try:
+            res.record(run, url)
+            out.print(f"recorded eval run {run.run_id} in {url} (tables rc_ledger_runs, rc_eval_results)", highlight=False)
+        except StoreError as e:
+            failed = e
+    for path, write in ((csv, res.write_csv), (parquet, res.write_parquet), (html, write_html)):
+        if path is not None:
+            write(run, path)
+            out.print(f"wrote {path}", highlight=False)
+    if failed is not None:
+        raise StoreError(f"results not recorded: {failed}; the files above were written; rerun with --ledger URL or --no-ledger")
+    out.print(f"done in {run.wall_seconds:.0f}s", highlight=False)
+
+
+def _compare(out: Any, refs: tuple[str, str], ledger: Optional[str], spec: Optional[Path]) -> None:
+    from rich.table import Table
+
+    from ragcost.evaluate import results as res
+
+    url = ledger
+    if url is None and spec is not None:
+        from ragcost.evaluate.spec import load_spec
+        from ragcost.pipeline import Pipeline
+
+        url = Pipeline.load(load_spec(spec).pipeline_path).config.store_url
+    url = res.default_ledger(url)
+    id_a, rows_a = res.read_run(url, refs[0])
+    id_b, rows_b = res.read_run(url, refs[1])
+    t = Table(title=f"eval run {id_a[:8]} -> {id_b[:8]} (B - A)", header_style="bold")
+    t.add_column("config", no_wrap=True)
+    t.add_column("change")
+    for m in res.COMPARED:
+        t.add_column(m, justify="right")
+    t.add_column("front A/B")
+    changed = 0
+    for row in res.compare(rows_a, rows_b):
+        cells = []
+        for m in res.COMPARED:
+            a, b, d = row[m]
+            cells.append("" if d is None else f"{b:.4g} ({d:+.3g})" if abs(d) > 1e-12 else f"{b:.4g} (=)")
+        changed += bool(row["change"]) or any(row[m][2] not in (None, 0) for m in res.COMPARED)
+        yn = lambda v: "-" if v is None else ("yes" if v else "no")  # noqa: E731
+        t.add_row(row["config"], row["change"], *cells, f"{yn(row['pareto'][0])}/{yn(row['pareto'][1])}")
+    out.print(t)
+    out.print(f"{changed} configuration(s) differ", highlight=False)
