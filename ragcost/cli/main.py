@@ -53,18 +53,19 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 130
     except SystemExit as e:
         return int(e.code or 0)
-    except Exception as e:  # click usage errors and the like
-        import click
-
-        if isinstance(e, click.exceptions.Exit):
-            return e.exit_code
-        if isinstance(e, click.ClickException):
+    except Exception as e:
+        # typer vendors its own click, so usage errors are recognised by shape, not by class.
+        if type(e).__name__ == "Abort":
+            print("interrupted; what was committed is kept, rerun to finish", file=sys.stderr)
+            return 130
+        fmt = getattr(e, "format_message", None)
+        if callable(fmt) and hasattr(e, "exit_code"):
             if debug:
                 raise
-            print(f"error: {e.format_message()}", file=sys.stderr)
-            return 2
-        if isinstance(e, click.exceptions.Abort):
-            return 1
+            ctx = getattr(e, "ctx", None)
+            usage = " ".join(ctx.get_usage().split()) if ctx is not None else "ragcost --help"
+            print(f"error: {fmt()} ({usage})", file=sys.stderr)
+            return int(e.exit_code or 2)
         if debug:
             raise
         print(f"error: unexpected {type(e).__name__}: {e} (rerun with --debug for the traceback)", file=sys.stderr)

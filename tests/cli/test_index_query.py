@@ -171,6 +171,16 @@ class TestErrors:
         code, _, err = run_cli(capsys, "validate", p)
         assert code == 1 and "malformed YAML" in err and f"{p}:" in err
 
+    @pytest.mark.parametrize("args, match", [
+        (["nonexist"], "No such command 'nonexist'"),
+        (["index"], "Missing argument 'pipeline'"),
+        (["query", "p.yaml", "q", "-k", "many"], "Invalid value for '-k'"),
+    ])
+    def test_usage_errors_are_one_line_with_the_usage_and_exit_2(self, capsys, args, match):
+        code, _, err = run_cli(capsys, *args)
+        assert code == 2 and match in err and "Usage: ragcost" in err
+        assert err.count("\n") == 1 and "Traceback" not in err
+
     def test_debug_shows_the_traceback(self, tmp_path):
         p = write_pipeline(tmp_path, stages=[{"type": "retreive"}])
         r = subprocess.run([sys.executable, "-m", "ragcost.cli.main", "--debug", "validate", str(p)], capture_output=True, text=True)
