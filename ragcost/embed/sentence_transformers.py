@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ragcost.embed.base import Embedder, embedder_registry, fingerprint_dir
+from ragcost.embed.hf import local_dir, sentence_transformers_class, torch_device
 from ragcost.errors import ConfigError, DependencyError
 
 # Models that ship inside a PyPI package, by the name users know them by.
@@ -30,9 +30,9 @@ def resolve_model_path(model: str, base: Path | None = None) -> Path:
         except ImportError:
             raise DependencyError(f"embed.model {model!r} is packaged in {dist}: pip install {dist}") from None
         return Path(str(mod.get_model_path()))
-    for cand in ([base / model] if base else []) + [Path(model)]:
-        if cand.is_dir():
-            return cand.resolve()
+    found = local_dir(model, base)
+    if found is not None:
+        return found
     known = ", ".join(sorted(k for k in PACKAGED if "/" not in k))
     raise ConfigError(
         f"embed.model {model!r} is neither a local model folder nor a packaged model (known: {known}); "
@@ -52,22 +52,8 @@ class SentenceTransformersEmbedder(Embedder):
     def warm_up(self) -> None:
         if self._model is not None:
             return
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        try:
-            from transformers.utils import logging as hf_logging
-
-            hf_logging.disable_progress_bar()
-            hf_logging.set_verbosity_error()
-            from sentence_transformers import SentenceTransformer
-        except ImportError:
-            raise DependencyError("the sentence-transformers embedder needs sentence-transformers: pip install sentence-transformers") from None
-        device = self.config.device
-        if device == "auto":
-            import torch
-
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+        SentenceTransformer = sentence_transformers_class("SentenceTransformer", "the sentence-transformers embedder")
+        device = torch_device(self.config.device)
         self._model = SentenceTransformer(str(self.path), device=device, local_files_only=True)
 
     @property

@@ -7,13 +7,13 @@ ceil(pairs / batch_size) forward passes.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Literal, Optional
 
 from pydantic import Field
 
-from ragcost.errors import ConfigError, DependencyError
+from ragcost.embed.hf import local_dir, sentence_transformers_class, torch_device
+from ragcost.errors import ConfigError
 from ragcost.stages.rerank import Reranker, RerankerParams, batches, reranker_registry
 
 
@@ -25,9 +25,9 @@ class CrossEncoderParams(RerankerParams):
 
 
 def resolve_local_model(model: str, base: Optional[Path]) -> Path:
-    for cand in ([base / model] if base else []) + [Path(model)]:
-        if cand.is_dir():
-            return cand.resolve()
+    found = local_dir(model, base)
+    if found is not None:
+        return found
     raise ConfigError(
         f"rerank: model {model!r} is not a local folder (looked beside the pipeline and in {Path.cwd()}); "
         "nothing is downloaded at run time: save the cross-encoder to a folder and give its path"
@@ -47,21 +47,8 @@ class CrossEncoderReranker(Reranker):
         if self._model is not None:
             return
         path = resolve_local_model(self.params.model, getattr(self.pipeline, "base", None))
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        try:
-            from transformers.utils import logging as hf_logging
-
-            hf_logging.disable_progress_bar()
-            hf_logging.set_verbosity_error()
-            from sentence_transformers import CrossEncoder
-        except ImportError:
-            raise DependencyError("rerank backend 'cross-encoder' needs sentence-transformers: pip install sentence-transformers") from None
-        device = self.params.device
-        if device == "auto":
-            import torch
-
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+        CrossEncoder = sentence_transformers_class("CrossEncoder", "rerank backend 'cross-encoder'")
+        device = torch_device(self.params.device)
         self._model = CrossEncoder(str(path), device=device, local_files_only=True, max_length=self.params.max_length)
 
     def rerank(self, batch, usage) -> None:
