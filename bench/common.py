@@ -114,6 +114,10 @@ class DictStore:
             for i, lb in enumerate(labels.tolist())
         }
 
+    def chunk_column(self, name):
+        labels = sorted(self.rows)
+        return np.asarray(labels, dtype=np.int64), [self.rows[x][name] for x in labels]
+
     def chunks(self, labels: Iterable[int]) -> list[dict]:
         rows = self.rows
         return [rows[x] for x in labels if x in rows]

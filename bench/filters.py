@@ -99,8 +99,8 @@ def bench_index(name: str, args, queries, qcl, tags) -> dict[str, Any]:
     k = args.k
     store = C.DictStore(art.labels, tags=tags)
     pipe = C.BenchPipeline(art, store)
-    auto = C.retrieve_stage(pipe, k=k, per_document=False)
-    exact = C.retrieve_stage(pipe, k=k, per_document=False, exact_below=1.0)
+    auto = C.retrieve_stage(pipe, k=k, per_document=False, fetch_text=False)
+    exact = C.retrieve_stage(pipe, k=k, per_document=False, fetch_text=False, exact_below=1.0)
     rows: dict[str, Any] = {}
     for bname, expr_of in buckets():
         exprs = [expr_of(int(c)) for c in qcl]
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "benchmark": "filters",
         "data": {"n": args.n, "dim": args.dim, "k": args.k, "queries_per_bucket": args.queries, "kind": C.SYNTHETIC_NOTE},
         "defaults": {"exact_below": EXACT_BELOW, "exact_max_matches": EXACT_MAX_MATCHES},
-        "method": "single-query calls; 'auto' and 'exact' time Retrieve.run(per_document=False) including the "
+        "method": "single-query calls; 'auto' and 'exact' time Retrieve.run(per_document=False, fetch_text=False) including the "
                   "(in-memory) filter lookup; 'native' times the raw library call with a fresh selector",
         "machine": C.machine(),
         "indexes": results,

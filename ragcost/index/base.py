@@ -48,6 +48,13 @@ class VectorIndex(ABC):
         ``SearchParameters``) -- never post-filtering.
         """
 
+    def search_one(self, query: np.ndarray, k: int) -> tuple[list[int], list[float]]:
+        """Top-k for one (dim,) float32 query with the config's search parameters, as Python lists
+        (labels, scores); missing results are -1 / -inf. Backends override it with a path that
+        skips the batch bookkeeping: a single query is where per-call overhead shows."""
+        scores, labels = self.search(np.asarray(query, dtype=np.float32).reshape(1, -1), k)
+        return labels[0].tolist(), scores[0].tolist()
+
     @abstractmethod
     def save(self, path: Path) -> None:
         """Write the index to ``path`` (one file)."""

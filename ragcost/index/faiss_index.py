@@ -73,6 +73,8 @@ class FaissIndex(VectorIndex):
         self.last_search_fallback = False  # True when a filtered HNSW query fell back to exact scoring
         self.last_fallback_rows: np.ndarray | None = None  # the query rows that did
         self._sp_cache: tuple[Any, Any] | None = None  # (config.search items, params): skips re-validating per query
+        self._fp_cache: tuple[Any, Any] | None = None  # (key, faiss SearchParameters) for searches without a selector
+        self._fast_one: Any = None  # (faiss, swig_ptr) when search_one may call search_c directly; False when not
         if config.device == "gpu":
             self._check_gpu()
 
@@ -136,6 +138,7 @@ class FaissIndex(VectorIndex):
             index.add_with_ids(data, labels)
         self._index = self._to_device(faiss, index)
         self._nbytes = None
+        self._fast_one = None
 
     def _new_binary(self, faiss: Any) -> Any:
         if self.config.kind == "hnsw":
@@ -237,6 +240,33 @@ class FaissIndex(VectorIndex):
             self._refill_short_rows(faiss, queries, k, allowed, scores, lab)
         return scores, lab
 
+    def search_one(self, query: np.ndarray, k: int) -> tuple[list[int], list[float]]:
+        """One query, no filter: faiss's own ``search_c`` on our output buffers, with the cached
+        SearchParameters -- the work faiss's Python ``search`` does, done once."""
+        fast = self._fast_one
+        if fast is None:
+            fast = self._fast_one = self._make_fast_one()
+        if fast is False or k <= 0 or query.dtype != np.float32 or query.shape != (self.dim,) or not query.flags.c_contiguous:
+            return super().search_one(query, k)
+        faiss, ptr = fast
+        self._set_threads(faiss)
+        fparams = self._faiss_params(faiss, self._search_params(None), k, None)
+        dist = np.empty(k, dtype=np.float32)
+        lab = np.empty(k, dtype=np.int64)
+        self._index.search_c(1, ptr(query), k, ptr(dist), ptr(lab), fparams)
+        self.last_search_fallback = False
+        self.last_fallback_rows = None
+        labels, scores = lab.tolist(), dist.tolist()
+        if labels[-1] < 0:  # faiss puts missing results last
+            scores = [s if lb >= 0 else -math.inf for lb, s in zip(labels, scores)]
+        return labels, scores
+
+    def _make_fast_one(self) -> Any:
+        if self.binary or self.config.device == "gpu" or self._index is None or not hasattr(self._index, "search_c"):
+            return False
+        faiss = _faiss()
+        return faiss, faiss.swig_ptr
+
     def _refill_short_rows(
         self, faiss: Any, queries: np.ndarray, k: int, allowed: np.ndarray, scores: np.ndarray, lab: np.ndarray
     ) -> None:
@@ -276,6 +306,17 @@ class FaissIndex(VectorIndex):
         return self._sp_cache[1]
 
     def _faiss_params(self, faiss: Any, sp: Any, k: int, sel: Any) -> Any:
+        if sel is not None:
+            return self._new_faiss_params(faiss, sp, k, sel)
+        # Without a selector the object depends only on (ef or nprobe, k): keep the last one, since
+        # building a SWIG SearchParameters costs more than a small IVF search's own Python work.
+        key = (sp, k)
+        cached = self._fp_cache
+        if cached is None or cached[0] != key:
+            cached = self._fp_cache = (key, self._new_faiss_params(faiss, sp, k, None))
+        return cached[1]
+
+    def _new_faiss_params(self, faiss: Any, sp: Any, k: int, sel: Any) -> Any:
         kind = self.config.kind
         extra = {} if sel is None else {"sel": sel}
         if kind == "hnsw":
@@ -298,6 +339,7 @@ class FaissIndex(VectorIndex):
         read = faiss.read_index_binary if self.binary else faiss.read_index
         self._index = self._to_device(faiss, read(str(path)))
         self._nbytes = None
+        self._fast_one = None
 
     def nbytes(self) -> int:
         """Size of the serialised index: codes, ids, centroids/codebooks and graph links."""

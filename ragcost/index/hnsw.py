@@ -104,6 +104,19 @@ class HnswlibIndex(VectorIndex):
             return scores, lab
         return _pad(scores, lab, k)
 
+    def search_one(self, query: np.ndarray, k: int) -> tuple[list[int], list[float]]:
+        """One query, no filter: hnswlib's ``knn_query`` and Python lists, without the batch bookkeeping."""
+        count = self._index.get_current_count() if self._index is not None else 0
+        if k <= 0 or k > count:
+            return super().search_one(query, k)
+        ef = max(self._ef(None), k)
+        if ef != self._index.ef:
+            self._index.set_ef(ef)
+        lab, dist = self._index.knn_query(query, k=k, num_threads=self._threads())
+        self.last_search_fallback = False
+        self.last_fallback_rows = None
+        return lab[0].tolist(), np.subtract(1.0, dist[0], dtype=np.float32).tolist()  # "ip" distance is 1 - <q, x>
+
     def _ef(self, params: dict[str, Any] | None) -> int:
         if params:
             return search_params_or_error(self.config, params).ef

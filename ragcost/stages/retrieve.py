@@ -37,6 +37,111 @@ class RetrieveParams(StageParams):
     per_document: bool = Field(True, description="at most one chunk per document (the best)")
     exact_below: float = Field(EXACT_BELOW, ge=0, le=1, description="selectivity under which filtered search scans the matches exactly")
     exact_max_matches: int = Field(EXACT_MAX_MATCHES, ge=0, description="always scan exactly when this few chunks match")
+    fetch_text: bool = Field(
+        True,
+        description="read the results' text, title and metadata from the store in this stage (one call per batch, "
+                    "timed and priced here); false reads them on first use, for callers that need only ids and scores",
+    )
+
+
+class DocMap:
+    """label -> document of every chunk the artifact holds, read once from the store.
+
+    The artifact's fingerprint pins the corpus revision, so the map is valid for the artifact's life.
+    It lets per-document collapse run in numpy, with no store round trip per batch.
+    """
+
+    def __init__(self, labels: np.ndarray, doc_ids: list[str]) -> None:
+        index: dict[str, int] = {}
+        ords = np.fromiter((index.setdefault(d, len(index)) for d in doc_ids), dtype=np.int32, count=len(doc_ids))
+        self.names: list[str] = list(index)
+        labels = np.asarray(labels, dtype=np.int64)
+        top = int(labels.max()) if len(labels) else -1
+        self._dense: Optional[np.ndarray] = None
+        if len(labels) == 0 or (int(labels.min()) >= 0 and top < 8 * len(labels) + (1 << 20)):
+            # Store labels are dense autoincrement ids: a lookup table. Its last slot stays -1, and both
+            # "no result" (-1) and labels above the top are sent there.
+            self._dense = np.full(top + 2, -1, dtype=np.int32)
+            self._dense[labels] = ords
+            self._top = top + 1
+        else:
+            order = np.argsort(labels, kind="stable")
+            self._sorted, self._ords = labels[order], ords[order]
+
+    def ords_list(self, labels: list[int]) -> list[int]:
+        """``ords`` for a short Python list: per-item lookups cost less than building arrays."""
+        if self._dense is None:
+            return self.ords(np.asarray(labels, dtype=np.int64)).tolist()
+        item, top = self._dense.item, self._top
+        return [item(lb) if lb < top else -1 for lb in labels]  # -1 -> the table's last slot, which is -1
+
+    def ords(self, labels: np.ndarray) -> np.ndarray:
+        """Document ordinal of each label (any shape); -1 for no result or a label the store lacks."""
+        if self._dense is not None:
+            return self._dense[np.minimum(labels, self._top)]
+        if len(self._sorted) == 0:
+            return np.full(labels.shape, -1, dtype=np.int32)
+        pos = np.minimum(np.searchsorted(self._sorted, labels), len(self._sorted) - 1)
+        return np.where(self._sorted[pos] == labels, self._ords[pos], -1).astype(np.int32, copy=False)
+
+
+class ChunkSource:
+    """The store rows behind one batch's results, fetched in a single call on first need."""
+
+    __slots__ = ("_store", "_labels", "_rows")
+
+    def __init__(self, store) -> None:
+        self._store = store
+        self._labels: list[np.ndarray] = []
+        self._rows: Optional[dict[int, dict]] = None
+
+    def add(self, labels) -> None:
+        """Labels (an array, or a list) whose rows the batch may need; -1 entries are ignored."""
+        self._labels.append(labels)
+
+    def fetch(self) -> dict[int, dict]:
+        if self._rows is None:
+            every = (np.concatenate([np.asarray(x, dtype=np.int64).ravel() for x in self._labels])
+                     if self._labels else np.empty(0, np.int64))
+            wanted = np.unique(every[every >= 0]).tolist()
+            self._rows = {r["label"]: r for r in self._store.chunks(wanted)} if wanted else {}
+        return self._rows
+
+    def row(self, label: int) -> Optional[dict]:
+        return self.fetch().get(label)
+
+
+class Ranked:
+    """One search's results, row per query: labels, scores and document ordinals, padded with -1."""
+
+    __slots__ = ("labels", "scores", "docs", "counts", "names", "source")
+
+    def __init__(self, labels, scores, docs, counts, names, source) -> None:
+        self.labels, self.scores, self.docs, self.counts, self.names, self.source = labels, scores, docs, counts, names, source
+
+    def count(self, row: int) -> int:
+        return int(self.counts[row])
+
+    def hits(self, row: int) -> list[Hit]:
+        n, names, src = int(self.counts[row]), self.names, self.source
+        return [Hit(lb, names[d], sc, "", "", 0, None, src)
+                for lb, sc, d in zip(self.labels[row, :n].tolist(), self.scores[row, :n].tolist(), self.docs[row, :n].tolist())]
+
+
+class RankedRow:
+    """One query's results as Python lists (the single-query path)."""
+
+    __slots__ = ("labels", "scores", "docs", "names", "source")
+
+    def __init__(self, labels: list[int], scores: list[float], docs: list[int], names: list[str], source) -> None:
+        self.labels, self.scores, self.docs, self.names, self.source = labels, scores, docs, names, source
+
+    def count(self, row: int) -> int:
+        return len(self.labels)
+
+    def hits(self, row: int) -> list[Hit]:
+        names, src = self.names, self.source
+        return [Hit(lb, names[d], sc, "", "", 0, None, src) for lb, sc, d in zip(self.labels, self.scores, self.docs)]
 
 
 class _Group:
@@ -44,8 +149,8 @@ class _Group:
 
     __slots__ = ("states", "allowed", "rows")
 
-    def __init__(self, allowed: Optional[np.ndarray]) -> None:
-        self.states: list[QueryState] = []
+    def __init__(self, allowed: Optional[np.ndarray], states: Optional[list[QueryState]] = None) -> None:
+        self.states: list[QueryState] = [] if states is None else states
         self.allowed = allowed
         self.rows: Optional[np.ndarray] = None  # row positions of ``allowed`` in the artifact, computed once
 
@@ -55,61 +160,136 @@ class Retrieve(Stage):
     type = "retrieve"
     Params = RetrieveParams
 
+    def __init__(self, params: StageParams, pipeline) -> None:
+        super().__init__(params, pipeline)
+        self._docmap: Optional[tuple[object, DocMap]] = None
+
     def warm_up(self) -> None:
-        self.pipeline.artifact()
+        self._docs(self.pipeline.artifact(), self.pipeline.store())
+
+    def _docs(self, art, store) -> DocMap:
+        if self._docmap is None or self._docmap[0] is not art:
+            labels, doc_ids = store.chunk_column("doc_id")
+            self._docmap = (art, DocMap(labels, doc_ids))
+        return self._docmap[1]
 
     def run(self, batch: list[QueryState], usage: UsageRecord) -> list[QueryState]:
         art = self.pipeline.artifact()
         store = self.pipeline.store()
-        groups: dict[Optional[str], _Group] = {}
-        for s in batch:
-            key = json.dumps(s.filter, sort_keys=True) if s.filter else None
-            g = groups.get(key)
-            if g is None:  # one store query per distinct filter in the batch
-                g = groups[key] = _Group(store.matching_labels(s.filter) if key is not None else None)
-            g.states.append(s)
-            if g.allowed is not None:
-                s.notes["matches"] = int(len(g.allowed))
+        docs = self._docs(art, store)
+        if (len(batch) == 1 and batch[0].filter is None) or all(s.filter is None for s in batch):
+            groups = [_Group(None, batch)]
+        else:
+            by_filter: dict[Optional[str], _Group] = {}
+            for s in batch:
+                key = json.dumps(s.filter, sort_keys=True) if s.filter else None
+                g = by_filter.get(key)
+                if g is None:  # one store query per distinct filter in the batch
+                    g = by_filter[key] = _Group(store.matching_labels(s.filter) if key is not None else None)
+                g.states.append(s)
+                if g.allowed is not None:
+                    s.notes["matches"] = int(len(g.allowed))
+            groups = list(by_filter.values())
+        source = ChunkSource(store)
         strategies: dict[str, int] = {}
-        for g in groups.values():
-            self._run_group(art, store, g)
-            for s in g.states:
-                strategies[s.notes["strategy"]] = strategies.get(s.notes["strategy"], 0) + 1
+        for g in groups:
+            self._run_group(art, docs, source, g, strategies)
+        if self.params.fetch_text:
+            source.fetch()
         usage.notes["strategies"] = strategies
         return batch
 
-    def _run_group(self, art, store, g: _Group) -> None:
+    def _run_group(self, art, docs: DocMap, source: ChunkSource, g: _Group, strategies: dict[str, int]) -> None:
+        if len(g.states) == 1:
+            return self._run_one(art, docs, source, g, strategies)
         available = len(art.labels) if g.allowed is None else len(g.allowed)
-        mult = 4 if self.params.per_document else 1
-        pending = g.states
-        while pending:
-            fetch = min(max(s.k for s in pending) * mult, available)
-            cands = self._search(art, g, pending, fetch)
-            self._attach(store, pending, *cands)
+        per_doc = self.params.per_document
+        states = g.states
+        ks = np.fromiter((s.k for s in states), dtype=np.int64, count=len(states))
+        q_all = _query_matrix(states)
+        pending = np.arange(len(states))
+        mult = 4 if per_doc else 1
+        while len(pending):
+            kmax = int(ks[pending].max())
+            fetch = min(kmax * mult, available)
+            q = q_all if len(pending) == len(states) else q_all[pending]
+            scores, labels, strategy = self._search(art, g, q, fetch)
+            block = _rank(scores, labels, docs, ks[pending], kmax, per_doc)
+            block.names, block.source = docs.names, source
             # A query whose candidates collapsed to fewer than k documents searches again, wider.
-            if not self.params.per_document or fetch >= available:
-                break
-            pending = [s for s in pending if len(s.hits) < s.k]
+            done = np.ones(len(pending), dtype=bool) if not per_doc or fetch >= available else block.counts >= ks[pending]
+            if isinstance(strategy, str):
+                strategies[strategy] = strategies.get(strategy, 0) + int(done.sum())
+            source.add(block.labels[done] if not done.all() else block.labels)
+            for j in np.flatnonzero(done).tolist():
+                s = states[pending[j]]
+                s.set_ranked(block, j)
+                st = strategy if isinstance(strategy, str) else strategy[j]
+                s.notes["strategy"] = st
+                if not isinstance(strategy, str):
+                    strategies[st] = strategies.get(st, 0) + 1
+            pending = pending[~done]
             mult *= 4
 
+    def _run_one(self, art, docs: DocMap, source: ChunkSource, g: _Group, strategies: dict[str, int]) -> None:
+        """One query: the same selection as ``_rank``, over Python lists (a handful of results
+        costs less in a loop than in a dozen small numpy calls)."""
+        s = g.states[0]
+        available = len(art.labels) if g.allowed is None else len(g.allowed)
+        per_doc, k = self.params.per_document, s.k
+        vec = s.vector
+        q = None
+        mult = 4 if per_doc else 1
+        while True:
+            fetch = min(k * mult, available)
+            if g.allowed is None:
+                lbs, scs = art.index.search_one(vec, fetch) if fetch > 0 else ([], [])
+                strategy = "index"
+            else:
+                q = _query_matrix(g.states) if q is None else q
+                scores, labels, strategy = self._search(art, g, q, fetch)
+                lbs, scs = labels[0].tolist(), scores[0].tolist()
+            kept_l: list[int] = []
+            kept_s: list[float] = []
+            kept_d: list[int] = []
+            seen: set[int] = set()
+            for lb, sc, d in zip(lbs, scs, docs.ords_list(lbs)):
+                if d < 0 or d in seen:
+                    continue
+                if per_doc:
+                    seen.add(d)
+                kept_l.append(lb)
+                kept_s.append(sc)
+                kept_d.append(d)
+                if len(kept_l) >= k:
+                    break
+            # Candidates that collapsed to fewer than k documents: search again, wider.
+            if not per_doc or len(kept_l) >= k or fetch >= available:
+                break
+            mult *= 4
+        st = strategy if isinstance(strategy, str) else strategy[0]
+        s.notes["strategy"] = st
+        strategies[st] = strategies.get(st, 0) + 1
+        source.add(kept_l)
+        s.set_ranked(RankedRow(kept_l, kept_s, kept_d, docs.names, source), 0)
+
     # ---- strategies ------------------------------------------------------------------------
-    def _search(self, art, g: _Group, states: list[QueryState], k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(scores, labels) of shape (len(states), k); sets each state's strategy note."""
-        q = _query_matrix(states)
+    def _search(self, art, g: _Group, q: np.ndarray, k: int):
+        """(scores, labels) of shape (len(q), k), and the strategy: one name, or one per query."""
         if g.allowed is None:
             scores, labels = art.index.search(q, k)
-            return self._noted(states, "index", scores, labels)
+            return scores, labels, "index"
         n_match = len(g.allowed)
         if n_match == 0 or k == 0:
-            return self._noted(states, "empty", np.full((len(states), 0), -np.inf, np.float32), np.full((len(states), 0), -1, np.int64))
+            return np.full((len(q), 0), -np.inf, np.float32), np.full((len(q), 0), -1, np.int64), "empty"
         selectivity = n_match / max(len(art.labels), 1)
         if n_match <= max(self.params.exact_max_matches, k) or selectivity < self.params.exact_below:
-            return self._noted(states, "exact", *self._exact(art, g, q, k))
+            return (*self._exact(art, g, q, k), "exact")
         params = _raised_search_params(self.pipeline.index_config, k, selectivity)
         scores, labels = art.index.search(q, k, params=params, allowed=g.allowed)
         # Both the index's own fallback (hnswlib/faiss HNSW rescoring when the walk came up short)
         # and ours below are exact scans: report them as such, per query.
-        fell_back = np.zeros(len(states), dtype=bool)
+        fell_back = np.zeros(len(q), dtype=bool)
         if getattr(art.index, "last_search_fallback", False):
             rows = getattr(art.index, "last_fallback_rows", None)
             fell_back[slice(None) if rows is None else rows] = True
@@ -118,15 +298,7 @@ class Retrieve(Stage):
             idx = np.flatnonzero(short)
             scores[idx], labels[idx] = self._exact(art, g, q[idx], k)
             fell_back |= short
-        for s, fb in zip(states, fell_back.tolist()):
-            s.notes["strategy"] = "native+exact-fallback" if fb else "native"
-        return scores, labels
-
-    @staticmethod
-    def _noted(states: list[QueryState], strategy: str, scores: np.ndarray, labels: np.ndarray):
-        for s in states:
-            s.notes["strategy"] = strategy
-        return scores, labels
+        return scores, labels, ["native+exact-fallback" if fb else "native" for fb in fell_back.tolist()]
 
     @staticmethod
     def _exact(art, g: _Group, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -134,41 +306,44 @@ class Retrieve(Stage):
             g.rows = rows_for_labels(art.labels, g.allowed)
         return exact_search(art.vectors, art.labels, q, k, rows=g.rows)
 
-    # ---- results ---------------------------------------------------------------------------
-    def _attach(self, store, states: list[QueryState], scores: np.ndarray, labels: np.ndarray) -> None:
-        found = labels[labels >= 0]
-        wanted = np.unique(found).tolist() if len(found) else []
-        # One store call for the whole batch; each chunk becomes a Hit's fields once, however many
-        # queries it comes back for.
-        fields = {
-            r["label"]: (r["doc_id"], r.get("title") or "", r["text"], r.get("chunk_no", 0), r.get("metadata") or {})
-            for r in (store.chunks(wanted) if wanted else ())
-        }
-        get = fields.get
-        if not self.params.per_document:
-            for s, sc, lb in zip(states, scores.tolist(), labels.tolist()):
-                s.hits = [Hit(label, f[0], score, f[1], f[2], f[3], f[4])
-                          for score, label in zip(sc, lb) if (f := get(label)) is not None][: s.k]
-            return
-        for s, sc, lb in zip(states, scores.tolist(), labels.tolist()):
-            hits: list[Hit] = []
-            seen: set[str] = set()
-            k = s.k
-            for score, label in zip(sc, lb):
-                f = get(label)
-                if f is None or f[0] in seen:
-                    continue
-                seen.add(f[0])
-                hits.append(Hit(label, f[0], score, f[1], f[2], f[3], f[4]))
-                if len(hits) >= k:
-                    break
-            s.hits = hits
+
+def _rank(scores: np.ndarray, labels: np.ndarray, docs: DocMap, ks: np.ndarray, kmax: int, per_doc: bool) -> Ranked:
+    """Keep, per row and in score order, results whose chunk the store knows (and, per document, each
+    document's best chunk), up to that row's k. All in numpy: no Python loop over results."""
+    d = docs.ords(labels)
+    keep = d >= 0
+    if per_doc and d.shape[1] > 1:
+        # First occurrence of each document in a row: a stable sort puts a document's chunks
+        # together in score order, and the first of each run is its best.
+        order = np.argsort(d, axis=1, kind="stable")
+        sd = np.take_along_axis(d, order, axis=1)
+        first = np.empty_like(keep)
+        first[:, 0] = True
+        np.not_equal(sd[:, 1:], sd[:, :-1], out=first[:, 1:])
+        best = np.empty_like(keep)
+        np.put_along_axis(best, order, first, axis=1)
+        keep &= best
+    width = min(kmax, labels.shape[1])
+    if keep[:, :width].all():  # the usual case: the first k results are all wanted
+        lb, sc, dd = labels[:, :width], scores[:, :width], d[:, :width]
+        counts = np.minimum(ks, width)
+    else:
+        pick = np.argsort(~keep, axis=1, kind="stable")[:, :width]
+        lb = np.take_along_axis(labels, pick, axis=1)
+        sc = np.take_along_axis(scores, pick, axis=1)
+        dd = np.take_along_axis(d, pick, axis=1)
+        counts = np.minimum(keep.sum(axis=1), ks)
+        pad = np.arange(width)[None, :] >= counts[:, None]
+        lb = np.where(pad, -1, lb)
+        sc = np.where(pad, -np.inf, sc).astype(np.float32, copy=False)
+        dd = np.where(pad, -1, dd)
+    return Ranked(lb, sc, dd, counts, None, None)
 
 
 def _query_matrix(states: list[QueryState]) -> np.ndarray:
     if len(states) == 1:
         return np.asarray(states[0].vector, dtype=np.float32).reshape(1, -1)
-    return np.vstack([s.vector for s in states]).astype(np.float32, copy=False)
+    return np.array([s.vector for s in states], dtype=np.float32)  # one copy; faster than vstack
 
 
 def _raised_search_params(cfg, k: int, selectivity: float) -> Optional[dict]:

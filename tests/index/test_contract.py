@@ -105,6 +105,26 @@ class IndexContract:
         with pytest.raises(ConfigError, match="search params"):
             index.search(q, K, params={"no_such_knob": 1})
 
+    def test_search_one_equals_a_one_row_search(self, index):
+        _, q, _ = dataset()
+        for v in q[:5]:
+            labels, scores = index.search_one(v, K)
+            s, lb = index.search(v[None, :], K)
+            assert labels == lb[0].tolist()
+            np.testing.assert_allclose(scores, s[0], rtol=1e-6)
+        # a non-contiguous or float64 query takes the general path and gives the same answer
+        wide = np.repeat(q[:1], 2, axis=1)[0, ::2]
+        assert index.search_one(wide, K)[0] == index.search_one(np.ascontiguousarray(q[0]), K)[0]
+        assert index.search_one(q[0].astype(np.float64), K)[0] == index.search_one(q[0], K)[0]
+
+    def test_search_one_pads_with_minus_one_when_k_exceeds_the_index(self, index):
+        _, q, _ = dataset()
+        labels, scores = index.search_one(q[0], N + 5)
+        assert labels[-5:] == [-1] * 5 and all(s == -np.inf for s in scores[-5:])
+        found = [x for x in labels if x >= 0]
+        assert labels[: len(found)] == found and len(set(found)) == len(found)  # missing ones last, no repeats
+        assert all(s == -np.inf for lb, s in zip(labels, scores) if lb < 0)
+
     def test_labels_are_the_given_int64_labels(self, index):
         _, q, _ = dataset()
         scores, labels = index.search(q, K)

@@ -19,10 +19,14 @@ LABELS = (5_000 + np.arange(N) * 3).astype(np.int64)
 class FakeStore:
     """chunks(labels) from a dict; matching_labels({"tag": name}) from fixed arrays."""
 
-    def __init__(self, tags: dict[str, np.ndarray]) -> None:
+    def __init__(self, tags: dict[str, np.ndarray], per_doc: int = 2) -> None:
         self.tags = tags
-        self.rows = {int(lb): {"label": int(lb), "doc_id": f"d{i // 2}", "chunk_no": i % 2, "title": "", "text": f"t{i}", "metadata": {}}
+        self.rows = {int(lb): {"label": int(lb), "doc_id": f"d{i // per_doc}", "chunk_no": i % per_doc, "title": "", "text": f"t{i}", "metadata": {}}
                      for i, lb in enumerate(LABELS)}
+
+    def chunk_column(self, name):
+        labels = sorted(self.rows)
+        return np.asarray(labels, dtype=np.int64), [self.rows[x][name] for x in labels]
 
     def chunks(self, labels):
         return [self.rows[x] for x in labels if x in self.rows]
@@ -160,3 +164,102 @@ class TestRetrieveStrategies:
             assert len(docs) == len(set(docs)) == 5
             assert [h.score for h in s.hits] == sorted((h.score for h in s.hits), reverse=True)
 
+class CountingStore(FakeStore):
+    def __init__(self, tags, per_doc: int = 2) -> None:
+        super().__init__(tags, per_doc)
+        self.chunk_calls = 0
+
+    def chunks(self, labels):
+        self.chunk_calls += 1
+        return super().chunks(labels)
+
+
+class TestResultsAndChunkText:
+    @pytest.fixture()
+    def counting(self, data):
+        x, _, tags = data
+        cfg = IndexConfig.model_validate({"backend": "faiss", "kind": "flat"})
+        art = LoadedIndex(index=build_index(cfg, x, LABELS), labels=LABELS, vectors=x, manifest=None)
+        return FakePipeline(art, CountingStore(tags))
+
+    @pytest.fixture()
+    def grouped(self, data):
+        """Neighbouring vectors share a document (25 chunks each): 4k candidates often hold fewer than k documents."""
+        x, _, tags = data
+        order = np.argsort(x[:, 0])  # a crude 1-d clustering, so a document's chunks are alike
+        cfg = IndexConfig.model_validate({"backend": "faiss", "kind": "flat"})
+        art = LoadedIndex(index=build_index(cfg, x[order], LABELS), labels=LABELS, vectors=x[order], manifest=None)
+        return FakePipeline(art, CountingStore(tags, per_doc=25))
+
+    def test_fetch_text_reads_the_store_once_per_batch_inside_the_stage(self, counting, data):
+        stage = Retrieve(RetrieveParams(k=K, per_document=False), counting)
+        stage.warm_up()
+        states = [QueryState(text="", k=K, vector=v) for v in data[1]]
+        stage.run(states, UsageRecord(stage="retrieve", resource="cpu"))
+        assert counting.store().chunk_calls == 1
+        rows = counting.store().rows
+        assert all(h.text == rows[h.label]["text"] and h.chunk_no == rows[h.label]["chunk_no"] for s in states for h in s.hits)
+        assert counting.store().chunk_calls == 1
+
+    def test_without_fetch_text_the_first_read_fetches_the_whole_batch_once(self, counting, data):
+        stage = Retrieve(RetrieveParams(k=K, per_document=False, fetch_text=False), counting)
+        states = [QueryState(text="", k=K, vector=v) for v in data[1]]
+        stage.run(states, UsageRecord(stage="retrieve", resource="cpu"))
+        assert counting.store().chunk_calls == 0
+        assert [s.hit_count for s in states] == [K] * len(states)
+        rows = counting.store().rows
+        assert [h.doc_id for h in states[0].hits] == [rows[h.label]["doc_id"] for h in states[0].hits]
+        assert counting.store().chunk_calls == 0  # ids and scores need no store
+        assert states[0].hits[0].text == rows[states[0].hits[0].label]["text"]
+        assert all(h.text for s in states for h in s.hits)
+        assert counting.store().chunk_calls == 1
+
+    def test_a_field_set_before_the_fill_is_not_overwritten_by_it(self, counting, data):
+        stage = Retrieve(RetrieveParams(k=K, per_document=False, fetch_text=False), counting)
+        states = [QueryState(text="", k=K, vector=v) for v in data[1][:2]]
+        stage.run(states, UsageRecord(stage="retrieve", resource="cpu"))
+        h = states[0].hits[0]
+        h.text = "[redacted]"
+        assert h.text == "[redacted]"
+        assert states[1].hits[0].title == "" and states[1].hits[0].text.startswith("t")
+
+    def test_hits_can_be_replaced_and_appended_to(self, counting, data):
+        stage = Retrieve(RetrieveParams(k=K, per_document=False), counting)
+        states = [QueryState(text="", k=K, vector=v) for v in data[1][:1]]
+        stage.run(states, UsageRecord(stage="retrieve", resource="cpu"))
+        first = states[0].hits[0]
+        states[0].hits = []
+        states[0].hits.append(first)
+        assert states[0].hits == [first] and states[0].hit_count == 1
+
+
+    def test_per_document_equals_a_python_collapse_of_the_same_candidates(self, grouped, data):
+        counting = grouped
+        stage = Retrieve(RetrieveParams(k=K, per_document=True), counting)
+        states = [QueryState(text="", k=k, vector=v) for k, v in zip([3, K, 7, 1, K, 5, 2, K], data[1])]
+        stage.run(states, UsageRecord(stage="retrieve", resource="cpu"))
+        scores, labels = counting.artifact().index.search(data[1], N)  # every chunk, in the (exact) index's order
+        rows = counting.store().rows
+        for s, lab in zip(states, labels.tolist()):
+            want, seen = [], set()
+            for lb in lab:
+                d = rows[lb]["doc_id"] if lb >= 0 else None
+                if d is not None and d not in seen:
+                    seen.add(d)
+                    want.append(lb)
+            assert [h.label for h in s.hits] == want[: s.k]
+        assert max(len({h.doc_id for h in s.hits}) for s in states) == K
+
+
+class TestDocMap:
+    def test_dense_and_sparse_label_spaces_map_alike_and_unknown_labels_to_minus_one(self):
+        from ragcost.stages.retrieve import DocMap
+
+        docs = ["a", "b", "a", "c", "b"]
+        dense = DocMap(np.array([3, 4, 7, 8, 10]), docs)
+        sparse = DocMap(np.array([3, 4, 7, 8, 10]) * 10**12, docs)
+        assert dense._dense is not None and sparse._dense is None
+        q = np.array([[3, 7, -1, 5, 99], [10, 8, 4, 3, 11]])
+        d, s = dense.ords(q), sparse.ords(np.where(q >= 0, q * 10**12, -1))
+        named = lambda m, o: [[m.names[x] if x >= 0 else None for x in row] for row in o.tolist()]  # noqa: E731
+        assert named(dense, d) == named(sparse, s) == [["a", "a", None, None, None], ["b", "c", "b", "a", None]]
