@@ -83,3 +83,46 @@ def exact_search(
         out_s[start : start + len(block), :kk] = s
         out_l[start : start + len(block), :kk] = lab
     return out_s, out_l
+
+
+# Up to this many queries, scanning a filter's rows goes through faiss's by-index kernel; beyond
+# it, gathering the rows once and one matrix product (BLAS) is cheaper per query.
+_BY_INDEX_MAX_QUERIES = 32
+
+
+def scan_rows(
+    vectors: np.ndarray, labels: np.ndarray, queries: np.ndarray, k: int, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Exact top-k over just ``rows`` of ``vectors``: the small-filter strategy.
+
+    For a few queries it uses faiss's ``knn_inner_products_by_idx``, which reads the rows where
+    they lie (the memory-mapped artifact) instead of copying them out first: at 10k of 100k rows
+    x 384 that is ~2.5x faster than the numpy gather, at 30k ~5x (``bench.filters``). The
+    ranking is the same as ``exact_search``'s except among exactly tied scores, which keep
+    faiss's order. ``exact_search`` stays pure numpy: it is the benchmarks' ground truth.
+    """
+    queries = np.atleast_2d(np.asarray(queries, dtype=np.float32))
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    nq, n = len(queries), len(rows)
+    if (n == 0 or k <= 0 or nq > _BY_INDEX_MAX_QUERIES or vectors.dtype != np.float32
+            or not vectors.flags.c_contiguous or vectors.ndim != 2):
+        return exact_search(vectors, labels, queries, k, rows=rows)
+    try:
+        import faiss
+    except ImportError:  # pragma: no cover - faiss-cpu is a core dependency
+        return exact_search(vectors, labels, queries, k, rows=rows)
+    queries = np.ascontiguousarray(queries)
+    kk = min(k, n)
+    dist = np.empty((nq, kk), dtype=np.float32)
+    pos = np.empty((nq, kk), dtype=np.int64)
+    ptr = faiss.swig_ptr
+    # ld_ids=0: every query scans the same row list.
+    faiss.knn_inner_products_by_idx(ptr(queries), ptr(vectors), ptr(rows), vectors.shape[1], nq, len(vectors), n, kk,
+                                    ptr(dist), ptr(pos), 0)
+    labels = np.asarray(labels, dtype=np.int64)
+    out_s = np.full((nq, k), -np.inf, dtype=np.float32)
+    out_l = np.full((nq, k), -1, dtype=np.int64)
+    ok = pos >= 0
+    out_s[:, :kk] = np.where(ok, dist, -np.inf)
+    out_l[:, :kk] = np.where(ok, labels[np.maximum(pos, 0)], -1)
+    return out_s, out_l

@@ -20,7 +20,7 @@ import numpy as np
 from pydantic import Field
 
 from ragcost.cost.usage import UsageRecord
-from ragcost.index.exact import exact_search, rows_for_labels
+from ragcost.index.exact import rows_for_labels, scan_rows
 from ragcost.stages.base import Hit, QueryState, Stage, StageParams, stage_registry
 
 # Calibrated with `python -m bench.filters` (100k x 384, 20 queries a bucket, hnswlib and faiss
@@ -35,7 +35,7 @@ EXACT_MAX_MATCHES = 2048
 class RetrieveParams(StageParams):
     k: int = Field(10, ge=1, le=10_000, description="results per query (overridden by `ragcost query -k`)")
     per_document: bool = Field(True, description="at most one chunk per document (the best)")
-    exact_below: float = Field(EXACT_BELOW, ge=0, le=1, description="selectivity under which filtered search scans the matches exactly")
+    exact_below: float = Field(EXACT_BELOW, ge=0, le=1, description="selectivity under which filtered search scans the matches exactly (1: always)")
     exact_max_matches: int = Field(EXACT_MAX_MATCHES, ge=0, description="always scan exactly when this few chunks match")
     fetch_text: bool = Field(
         True,
@@ -283,7 +283,8 @@ class Retrieve(Stage):
         if n_match == 0 or k == 0:
             return np.full((len(q), 0), -np.inf, np.float32), np.full((len(q), 0), -1, np.int64), "empty"
         selectivity = n_match / max(len(art.labels), 1)
-        if n_match <= max(self.params.exact_max_matches, k) or selectivity < self.params.exact_below:
+        below = self.params.exact_below
+        if n_match <= max(self.params.exact_max_matches, k) or selectivity < below or below >= 1.0:
             return (*self._exact(art, g, q, k), "exact")
         params = _raised_search_params(self.pipeline.index_config, k, selectivity)
         scores, labels = art.index.search(q, k, params=params, allowed=g.allowed)
@@ -304,7 +305,7 @@ class Retrieve(Stage):
     def _exact(art, g: _Group, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         if g.rows is None:
             g.rows = rows_for_labels(art.labels, g.allowed)
-        return exact_search(art.vectors, art.labels, q, k, rows=g.rows)
+        return scan_rows(art.vectors, art.labels, q, k, g.rows)
 
 
 def _rank(scores: np.ndarray, labels: np.ndarray, docs: DocMap, ks: np.ndarray, kmax: int, per_doc: bool) -> Ranked:

@@ -42,6 +42,7 @@ def test_filters_reports_every_bucket_and_strategy_and_auto_never_loses_results(
     out = printed(capsys)
     buckets = out["indexes"]["hnswlib-hnsw"]["buckets"]
     assert len(buckets) == 3 * len(filters.SELECTIVITIES) + 2
+    assert {"recall_at_k", "p95_us"} <= set(out["indexes"]["hnswlib-hnsw"]["unfiltered"])
     for b in buckets.values():
         for strat in ("auto", "native", "exact"):
             assert {"recall_at_k", "share_with_k", "p50_us", "p95_us"} <= set(b[strat])

@@ -266,6 +266,24 @@ def test_exact_search_breaks_ties_by_label_and_pads():
     assert found.tolist() == [[3, 5, 9, 4, -1, -1]] and np.isneginf(scores[0, 4:]).all()
 
 
+@pytest.mark.parametrize("nq", [1, 5, 40])  # 40: above the by-index kernel's query limit, the numpy path
+@pytest.mark.parametrize("n_rows", [3, 400])
+def test_scan_rows_equals_exact_search_over_the_same_rows(nq, n_rows, tmp_path):
+    from ragcost.index.exact import scan_rows
+
+    x, q, _ = dataset()
+    np.save(tmp_path / "v.npy", x)
+    mapped = np.load(tmp_path / "v.npy", mmap_mode="r")  # as the artifact holds them
+    rows = np.sort(np.random.default_rng(nq + n_rows).choice(len(x), n_rows, replace=False))
+    queries = np.resize(q, (nq, q.shape[1]))
+    s1, l1 = scan_rows(mapped, LABELS, queries, K, rows)
+    s2, l2 = exact_search(x, LABELS, queries, K, rows=rows)
+    np.testing.assert_array_equal(l1, l2)
+    np.testing.assert_allclose(s1, s2, rtol=1e-5)
+    if n_rows < K:
+        assert (l1[:, n_rows:] == -1).all() and np.isneginf(s1[:, n_rows:]).all()
+
+
 def test_exact_search_over_rows_only_sees_those_rows():
     x, q, _ = dataset()
     rows = rows_for_labels(LABELS, LABELS[[7, 70, 700]])
