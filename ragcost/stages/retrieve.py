@@ -249,11 +249,17 @@ class Retrieve(Stage):
                 q = _query_matrix(g.states) if q is None else q
                 scores, labels, strategy = self._search(art, g, q, fetch)
                 lbs, scs = labels[0].tolist(), scores[0].tolist()
-            kept_l: list[int] = []
-            kept_s: list[float] = []
-            kept_d: list[int] = []
+            ds = docs.ords_list(lbs)
+            # The usual case: every result is a known chunk (and, per document, of a distinct
+            # document): keep the first k as they are. Both checks run in C.
+            if -1 not in ds and (not per_doc or len(set(ds)) == len(ds)):
+                kept_l, kept_s, kept_d = lbs[:k], scs[:k], ds[:k]
+                break
+            kept_l = []
+            kept_s = []
+            kept_d = []
             seen: set[int] = set()
-            for lb, sc, d in zip(lbs, scs, docs.ords_list(lbs)):
+            for lb, sc, d in zip(lbs, scs, ds):
                 if d < 0 or d in seen:
                     continue
                 if per_doc:
