@@ -105,7 +105,8 @@ def bench_index(name: str, args, queries: np.ndarray, truth_cache: dict) -> dict
         for b, start in enumerate(range(0, ns, 50)):
             block = range(start, min(start + 50, ns))
             sides = ("raw", "rc", "raw_again")
-            for who in sides[b % 3:] + sides[: b % 3]:
+            r = (b + rep) % 3  # rotates across blocks and across repeats (flat has one block of 50)
+            for who in sides[r:] + sides[:r]:
                 for i in block:
                     q = qs[i : i + 1]
                     if who == "rc":

@@ -300,10 +300,11 @@ class FaissIndex(VectorIndex):
     def _search_params(self, params: dict[str, Any] | None) -> Any:
         if params:
             return search_params_or_error(self.config, params)
-        key = tuple(sorted(self.config.search.items()))
-        if self._sp_cache is None or self._sp_cache[0] != key:
-            self._sp_cache = (key, search_params_or_error(self.config, None))
-        return self._sp_cache[1]
+        search = self.config.search
+        cached = self._sp_cache
+        if cached is None or cached[0] != search:  # a dict compare: cheap, and sees in-place edits
+            cached = self._sp_cache = (dict(search), search_params_or_error(self.config, None))
+        return cached[1]
 
     def _faiss_params(self, faiss: Any, sp: Any, k: int, sel: Any) -> Any:
         if sel is not None:

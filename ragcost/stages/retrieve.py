@@ -14,6 +14,7 @@ one store lookup, one gather of the matching vectors and one batched search per 
 from __future__ import annotations
 
 import json
+from array import array
 from typing import Optional
 
 import numpy as np
@@ -61,9 +62,14 @@ class DocMap:
         if len(labels) == 0 or (int(labels.min()) >= 0 and top < 8 * len(labels) + (1 << 20)):
             # Store labels are dense autoincrement ids: a lookup table. Its last slot stays -1, and both
             # "no result" (-1) and labels above the top are sent there.
-            self._dense = np.full(top + 2, -1, dtype=np.int32)
-            self._dense[labels] = ords
+            dense = np.full(top + 2, -1, dtype=np.int32)
+            dense[labels] = ords
             self._top = top + 1
+            # One table, two views: an array.array, which Python indexes with a plain C lookup (several
+            # times cheaper than ndarray.item on the single-query path), and numpy over the same memory.
+            self._table = array("i")
+            self._table.frombytes(dense.tobytes())
+            self._dense = np.frombuffer(self._table, dtype=f"i{self._table.itemsize}")
         else:
             order = np.argsort(labels, kind="stable")
             self._sorted, self._ords = labels[order], ords[order]
@@ -72,8 +78,8 @@ class DocMap:
         """``ords`` for a short Python list: per-item lookups cost less than building arrays."""
         if self._dense is None:
             return self.ords(np.asarray(labels, dtype=np.int64)).tolist()
-        item, top = self._dense.item, self._top
-        return [item(lb) if lb < top else -1 for lb in labels]  # -1 -> the table's last slot, which is -1
+        table, top = self._table, self._top
+        return [table[lb] if lb < top else -1 for lb in labels]  # -1 -> the table's last slot, which is -1
 
     def ords(self, labels: np.ndarray) -> np.ndarray:
         """Document ordinal of each label (any shape); -1 for no result or a label the store lacks."""
@@ -155,6 +161,9 @@ class _Group:
         self.rows: Optional[np.ndarray] = None  # row positions of ``allowed`` in the artifact, computed once
 
 
+_NO_FILTER = _Group(None)  # a single unfiltered query needs no group of its own
+
+
 @stage_registry.register("retrieve")
 class Retrieve(Stage):
     type = "retrieve"
@@ -177,7 +186,15 @@ class Retrieve(Stage):
         art = self.pipeline.artifact()
         store = self.pipeline.store()
         docs = self._docs(art, store)
-        if (len(batch) == 1 and batch[0].filter is None) or all(s.filter is None for s in batch):
+        source = ChunkSource(store)
+        strategies: dict[str, int] = {}
+        if len(batch) == 1 and batch[0].filter is None:  # the interactive case: keep it short
+            self._run_one(art, docs, source, _NO_FILTER, batch[0], strategies)
+            if self.params.fetch_text:
+                source.fetch()
+            usage.notes["strategies"] = strategies
+            return batch
+        if all(s.filter is None for s in batch):
             groups = [_Group(None, batch)]
         else:
             by_filter: dict[Optional[str], _Group] = {}
@@ -190,8 +207,6 @@ class Retrieve(Stage):
                 if g.allowed is not None:
                     s.notes["matches"] = int(len(g.allowed))
             groups = list(by_filter.values())
-        source = ChunkSource(store)
-        strategies: dict[str, int] = {}
         for g in groups:
             self._run_group(art, docs, source, g, strategies)
         if self.params.fetch_text:
@@ -201,7 +216,7 @@ class Retrieve(Stage):
 
     def _run_group(self, art, docs: DocMap, source: ChunkSource, g: _Group, strategies: dict[str, int]) -> None:
         if len(g.states) == 1:
-            return self._run_one(art, docs, source, g, strategies)
+            return self._run_one(art, docs, source, g, g.states[0], strategies)
         available = len(art.labels) if g.allowed is None else len(g.allowed)
         per_doc = self.params.per_document
         states = g.states
@@ -231,10 +246,9 @@ class Retrieve(Stage):
             pending = pending[~done]
             mult *= 4
 
-    def _run_one(self, art, docs: DocMap, source: ChunkSource, g: _Group, strategies: dict[str, int]) -> None:
+    def _run_one(self, art, docs: DocMap, source: ChunkSource, g: _Group, s: QueryState, strategies: dict[str, int]) -> None:
         """One query: the same selection as ``_rank``, over Python lists (a handful of results
         costs less in a loop than in a dozen small numpy calls)."""
-        s = g.states[0]
         available = len(art.labels) if g.allowed is None else len(g.allowed)
         per_doc, k = self.params.per_document, s.k
         vec = s.vector
