@@ -24,11 +24,11 @@ from ragcost.cost.usage import UsageRecord
 from ragcost.index.exact import rows_for_labels, scan_rows
 from ragcost.stages.base import Hit, QueryState, Stage, StageParams, stage_registry
 
-# Calibrated with `python -m bench.filters` (100k x 384, 20 queries a bucket, hnswlib and faiss
-# HNSW, 2 shared CPU cores): at 10% selectivity the exact scan of the matches (p95 ~90-130 ms under
-# load) beat hnswlib's Python-filtered walk (200-350 ms) and tied faiss HNSW + IDSelector, whose
-# recall on anti-correlated filters was already down to 0.94; at 30% the native walk was 2-3x
-# faster than the scan. So scan below 15%; the numbers are in README "Benchmarks".
+# Calibrated with `python -m bench.filters` (100k x 384, 40 queries a bucket, 2 CPU cores, p95):
+# at 10% selectivity the exact scan of the matches (5-6 ms) beats every native filtered search
+# (hnswlib 67-95 ms, faiss HNSW 18-26 ms, IVF-Flat 6-6.5 ms); at 30% faiss HNSW (7-9 ms) and
+# IVF-Flat (8-11 ms) beat the scan (14-15 ms) and hnswlib's Python-called filter is within 2x of
+# it (17-28 ms). So scan below 15%; the numbers are in README "Benchmarks".
 EXACT_BELOW = 0.15
 EXACT_MAX_MATCHES = 2048
 
