@@ -135,7 +135,8 @@ class Ranked:
 
 
 class RankedRow:
-    """One query's results as Python lists (the single-query path)."""
+    """One query's results as Python lists: ``Ranked`` for the single-query path, where building
+    arrays would cost more than the lists it holds."""
 
     __slots__ = ("labels", "scores", "docs", "names", "source")
 
@@ -229,8 +230,7 @@ class Retrieve(Stage):
             fetch = min(kmax * mult, available)
             q = q_all if len(pending) == len(states) else q_all[pending]
             scores, labels, strategy = self._search(art, g, q, fetch)
-            block = _rank(scores, labels, docs, ks[pending], kmax, per_doc)
-            block.names, block.source = docs.names, source
+            block = _rank(scores, labels, docs, ks[pending], kmax, per_doc, source)
             # A query whose candidates collapsed to fewer than k documents searches again, wider.
             done = np.ones(len(pending), dtype=bool) if not per_doc or fetch >= available else block.counts >= ks[pending]
             if isinstance(strategy, str):
@@ -328,7 +328,8 @@ class Retrieve(Stage):
         return scan_rows(art.vectors, art.labels, q, k, g.rows)
 
 
-def _rank(scores: np.ndarray, labels: np.ndarray, docs: DocMap, ks: np.ndarray, kmax: int, per_doc: bool) -> Ranked:
+def _rank(scores: np.ndarray, labels: np.ndarray, docs: DocMap, ks: np.ndarray, kmax: int, per_doc: bool,
+          source: ChunkSource) -> Ranked:
     """Keep, per row and in score order, results whose chunk the store knows (and, per document, each
     document's best chunk), up to that row's k. All in numpy: no Python loop over results."""
     d = docs.ords(labels)
@@ -358,7 +359,7 @@ def _rank(scores: np.ndarray, labels: np.ndarray, docs: DocMap, ks: np.ndarray, 
         lb = np.where(pad, -1, lb)
         sc = np.where(pad, -np.inf, sc).astype(np.float32, copy=False)
         dd = np.where(pad, -1, dd)
-    return Ranked(lb, sc, dd, counts, None, None)
+    return Ranked(lb, sc, dd, counts, docs.names, source)
 
 
 def _query_matrix(states: list[QueryState]) -> np.ndarray:
