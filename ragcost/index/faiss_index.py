@@ -246,7 +246,8 @@ class FaissIndex(VectorIndex):
         fast = self._fast_one
         if fast is None:
             fast = self._fast_one = self._make_fast_one()
-        if fast is False or k <= 0 or query.dtype != np.float32 or query.shape != (self.dim,) or not query.flags.c_contiguous:
+        if (fast is False or k <= 0 or not isinstance(query, np.ndarray) or query.dtype != np.float32
+                or query.shape != (self.dim,) or not query.flags.c_contiguous):
             return super().search_one(query, k)
         faiss, ptr = fast
         self._set_threads(faiss)

@@ -116,6 +116,7 @@ class IndexContract:
         wide = np.repeat(q[:1], 2, axis=1)[0, ::2]
         assert index.search_one(wide, K)[0] == index.search_one(np.ascontiguousarray(q[0]), K)[0]
         assert index.search_one(q[0].astype(np.float64), K)[0] == index.search_one(q[0], K)[0]
+        assert index.search_one(q[0].tolist(), K)[0] == index.search_one(q[0], K)[0]
 
     def test_search_one_pads_with_minus_one_when_k_exceeds_the_index(self, index):
         _, q, _ = dataset()
