@@ -25,10 +25,10 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ragcost.config.index import IndexConfig
-from ragcost.cost.usage import UsageRecord
+from ragcost.records import UsageRecord
 from ragcost.index.artifact import LoadedIndex, open_artifact, read_manifest, timed_build, write_artifact
 from ragcost.index.exact import exact_search, rows_for_labels  # noqa: F401  (re-exported for benchmarks)
-from ragcost.stages.base import QueryState
+from ragcost.records import QueryState
 from ragcost.stages.retrieve import Retrieve, RetrieveParams
 
 CACHE = Path(os.environ.get("RAGCOST_BENCH_CACHE", Path.home() / ".cache" / "ragcost-bench"))

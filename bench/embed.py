@@ -49,9 +49,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     t0 = time.perf_counter()
     from ragcost.config.pipeline import EmbedConfig
-    from ragcost.cost.usage import UsageRecord
+    from ragcost.records import UsageRecord
     from ragcost.embed.sentence_transformers import SentenceTransformersEmbedder
-    from ragcost.stages.base import QueryState
+    from ragcost.records import QueryState
     from ragcost.stages.embed import EmbedQueries
 
     corpus = texts(args.texts)

@@ -30,8 +30,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ragcost.cost.usage import UsageRecord
-from ragcost.stages.base import Hit, QueryState
+from ragcost.records import UsageRecord
+from ragcost.records import Hit, QueryState
 
 PASSAGE = ("Customers can ask for a refund within 30 days of purchase by writing to billing. "
            "Refunds are paid to the original payment method within five business days. ")
@@ -92,7 +92,7 @@ async def direct(base_url: str, model: str, prompts: list[list[dict]], max_token
 def through_ragcost(base_url: str, model: str, n: int, max_tokens: int, concurrency: int, book) -> tuple[dict, list]:
     from ragcost.stages.generate import Generate
 
-    pipe = SimpleNamespace(config=SimpleNamespace(resource="gpu-h100"), price_book=book, path=Path("bench"))
+    pipe = SimpleNamespace(resource="gpu-h100", price_book=book, path=Path("bench"))
     params = Generate.Params(backend="vllm", base_url=base_url, model=model, resource="gpu-h100", max_tokens=max_tokens,
                              concurrency=concurrency, extra_body={"ignore_eos": True}, retry={"attempts": 1})
     stage = Generate(params, pipe)
@@ -105,7 +105,7 @@ def through_ragcost(base_url: str, model: str, n: int, max_tokens: int, concurre
     t0 = time.perf_counter()
     stage.run(batch, rec)
     wall = time.perf_counter() - t0
-    recs = [r for _, r in rec.notes["attempts"]]
+    recs = [r for s in batch for r in s.usage]
     ok = [r for r in recs if not r.failures]
     from ragcost.cost.compute import cost_of
 

@@ -1,12 +1,52 @@
-"""One registry per kind of component, keyed by a short name used in YAML."""
+"""One registry per kind of component, keyed by a short name used in YAML; plugins by entry point.
+
+Every backend registers itself the same way, built-ins included: a module decorates its class
+with ``<kind>_registry.register("name")`` and the kind's package imports its built-in modules.
+A backend shipped in another package registers through the ``ragcost.backends`` entry-point
+group (as llm's and pytest's plugins do)::
+
+    [project.entry-points."ragcost.backends"]
+    my_index = "my_package.ragcost_plugin"     # a module whose import registers its classes
+
+Entry points load once, on the first lookup of any registry. One that fails to import is
+reported on stderr with its name and the error, and never breaks the built-ins.
+"""
 
 from __future__ import annotations
 
-from typing import Callable, Generic, TypeVar
+import sys
+from typing import Callable, Generic, Optional, TypeVar
 
 from ragcost.errors import UnknownNameError
 
 T = TypeVar("T")
+ENTRY_POINT_GROUP = "ragcost.backends"
+_PLUGINS: dict[str, Optional[str]] = {}  # entry point name -> None when loaded, else the error
+_LOADING = [False]
+
+
+def load_plugins(group: str = ENTRY_POINT_GROUP) -> dict[str, Optional[str]]:
+    """Import every plugin of ``group`` once; returns name -> error (None when it loaded)."""
+    if _PLUGINS or _LOADING[0]:
+        return _PLUGINS
+    _LOADING[0] = True
+    try:
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group=group):
+            try:
+                obj = ep.load()
+                if callable(obj) and not isinstance(obj, type):
+                    obj()  # a register() function rather than a module
+                _PLUGINS[ep.name] = None
+            except Exception as e:  # a broken plugin must not break the built-ins
+                msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                _PLUGINS[ep.name] = msg
+                print(f"warning: ragcost plugin {ep.name!r} ({ep.value}) failed to load: {msg}; "
+                      "the built-in backends still work; fix or uninstall the plugin", file=sys.stderr)
+    finally:
+        _LOADING[0] = False
+    return _PLUGINS
 
 
 class Registry(Generic[T]):
@@ -16,26 +56,39 @@ class Registry(Generic[T]):
         self.kind = kind
         self._items: dict[str, T] = {}
 
-    def register(self, name: str) -> Callable[[T], T]:
+    def register(self, name: str, *, replace: bool = False) -> Callable[[T], T]:
+        """Decorator: ``@registry.register("name")``. ``replace=True`` lets a test or plugin override."""
         def deco(obj: T) -> T:
-            if name in self._items and self._items[name] is not obj:
-                raise ValueError(f"{self.kind} {name!r} is registered twice")
+            if name in self._items and self._items[name] is not obj and not replace:
+                raise ValueError(f"{self.kind} {name!r} is registered twice ({self._items[name]!r} and {obj!r})")
             self._items[name] = obj
             return obj
 
         return deco
 
+    def unregister(self, name: str) -> None:
+        self._items.pop(name, None)
+
     def get(self, name: str) -> T:
+        """The class registered as ``name``; an unknown name lists every installed one."""
         try:
             return self._items[name]
         except KeyError:
-            known = ", ".join(sorted(self._items)) or "(none)"
-            raise UnknownNameError(
-                f"unknown {self.kind} {name!r}; known: {known}"
-            ) from None
+            pass
+        load_plugins()
+        try:
+            return self._items[name]
+        except KeyError:
+            raise UnknownNameError(f"unknown {self.kind} {name!r}; installed: {self.known()}") from None
+
+    def known(self) -> str:
+        return ", ".join(self.names()) or "(none)"
 
     def names(self) -> list[str]:
+        load_plugins()
         return sorted(self._items)
 
-    def __contains__(self, name: str) -> bool:
+    def __contains__(self, name: object) -> bool:
+        if name not in self._items:
+            load_plugins()
         return name in self._items

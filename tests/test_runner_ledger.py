@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from ragcost.cost.usage import UsageRecord
-from ragcost.indexing import run_index
-from ragcost.pipeline import Pipeline
-from ragcost.query import run_queries
-from ragcost.stages.base import QueryState, Stage, stage_registry
+from ragcost.records import UsageRecord
+from ragcost.runtime.indexing import run_index
+from ragcost.runtime.pipeline import Pipeline
+from ragcost.runtime.query import run_queries
+from ragcost.records import QueryState
+from ragcost.stages.base import Stage, stage_registry
 from tests.cli.conftest import write_corpus, write_pipeline
 
 

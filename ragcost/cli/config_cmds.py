@@ -11,7 +11,7 @@ import typer
 
 def validate(pipeline: Path = typer.Argument(..., help="pipeline YAML")) -> None:
     """Check a pipeline and the index and price files it names, without running anything."""
-    from ragcost.pipeline import Pipeline
+    from ragcost.runtime.pipeline import Pipeline
 
     pipe = Pipeline.load(pipeline)
     pipe.check()
@@ -28,7 +28,7 @@ def schema(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="write to a file instead of stdout"),
 ) -> None:
     """Print the JSON Schema of a YAML file kind, for editor autocompletion."""
-    from ragcost.config.schema import json_schema
+    from ragcost.runtime.schema import json_schema
 
     text = json.dumps(json_schema(kind), indent=2)
     if out:

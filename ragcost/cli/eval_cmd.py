@@ -153,7 +153,7 @@ def _compare(out: Any, refs: tuple[str, str], ledger: Optional[str], spec: Optio
     url = ledger
     if url is None and spec is not None:
         from ragcost.evaluate.spec import load_spec
-        from ragcost.pipeline import Pipeline
+        from ragcost.runtime.pipeline import Pipeline
 
         url = Pipeline.load(load_spec(spec).pipeline_path).config.store_url
     url = res.default_ledger(url)

@@ -19,8 +19,8 @@ def index(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from ragcost.indexing import run_index
-    from ragcost.pipeline import Pipeline
+    from ragcost.runtime.indexing import run_index
+    from ragcost.runtime.pipeline import Pipeline
 
     console = Console(stderr=True)
     pipe = Pipeline.load(pipeline)

@@ -47,9 +47,9 @@ def query(
 ) -> None:
     """Answer one query (or a file of them) and print results with the per-stage cost table."""
     from ragcost.errors import ConfigError
-    from ragcost.pipeline import Pipeline
-    from ragcost.query import run_queries
-    from ragcost.render import print_results, results_json
+    from ragcost.runtime.pipeline import Pipeline
+    from ragcost.runtime.query import run_queries
+    from ragcost.cli.render import print_results, results_json
 
     if (text is None) == (queries is None):
         raise ConfigError('give either a query text or --queries FILE (e.g. ragcost query pipelines/quickstart.yaml "what is a decorator?")')

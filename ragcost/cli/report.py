@@ -45,7 +45,7 @@ def report(
     if json_ and csv_:
         raise ConfigError("--json and --csv are exclusive; pick one")
     if pipeline_file is not None:
-        from ragcost.pipeline import Pipeline
+        from ragcost.runtime.pipeline import Pipeline
 
         pipe = Pipeline.load(pipeline_file)
         ledger = ledger or pipe.config.store_url

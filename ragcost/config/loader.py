@@ -8,6 +8,8 @@ from typing import Any, Sequence, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from ragcost.config.base import format_validation_error, plain, position  # noqa: F401  (re-exported)
+
 from ragcost.errors import ConfigError
 
 M = TypeVar("M", bound=BaseModel)
@@ -45,80 +47,6 @@ def parse_yaml(text: str, name: str = "<string>") -> Any:
         raise ConfigError(f"{where}: malformed YAML: {what}; fix the syntax at that position") from None
     except YAMLError as e:
         raise ConfigError(f"{name}: malformed YAML: {str(e).splitlines()[0]}") from None
-
-
-def position(node: Any, loc: Sequence[Any]) -> tuple[int, int] | None:
-    """Best (line, col), 1-based, of the deepest node of ``loc`` that exists in the YAML tree."""
-    best: tuple[int, int] | None = None
-    if hasattr(node, "lc"):
-        best = (node.lc.line + 1, node.lc.col + 1)
-    for key in loc:
-        lc = getattr(node, "lc", None)
-        try:
-            if isinstance(node, dict) and key in node:
-                if lc is not None:
-                    line, col = lc.key(key)
-                    best = (line + 1, col + 1)
-                node = node[key]
-            elif isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
-                if lc is not None:
-                    line, col = lc.item(key)
-                    best = (line + 1, col + 1)
-                node = node[key]
-            else:
-                break
-        except (KeyError, IndexError, TypeError, AttributeError):
-            break
-    return best
-
-
-_BASIC = {"str", "int", "float", "bool", "list", "dict", "none"}
-
-
-def _is_union_tag(x: Any) -> bool:
-    """pydantic names the branch of a union in ``loc`` (``str``, ``IndexConfig``); it is not a field."""
-    if not isinstance(x, str):
-        return False
-    return x in _BASIC or "[" in x or x.startswith("function-") or (len(x) > 1 and x[0].isupper() and any(c.islower() for c in x))
-
-
-def _pick(errors: list[dict]) -> list[dict]:
-    """Of a union's branch errors, keep those of the branch the input was meant for (a mapping -> the model)."""
-    def tagged_basic(e: dict) -> bool:
-        return any(isinstance(x, str) and x in _BASIC for x in e["loc"])
-
-    rest = [e for e in errors if not tagged_basic(e)]
-    return rest or errors
-
-
-def format_validation_error(err: ValidationError, source: str, data: Any, prefix: Sequence[Any] = ()) -> str:
-    """One line per problem is too many for a CLI: report the first, and how many more."""
-    errors = _pick(err.errors())
-    e = errors[0]
-    loc = [*prefix, *[x for x in e["loc"] if not _is_union_tag(x)]]
-    pos = position(data, loc)
-    where = f"{source}:{pos[0]}:{pos[1]}" if pos else source
-    field = ".".join(str(x) for x in loc) or "(top level)"
-    msg = e["msg"]
-    if e["type"] == "extra_forbidden":
-        msg = "unknown key; remove it or check its spelling"
-    elif e["type"] == "missing":
-        msg = "required field is missing; add it"
-    else:
-        inp = e.get("input")
-        if inp is not None and not isinstance(inp, (dict, list)):
-            msg = f"{msg} (got {inp!r})"
-    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"{where}: {field}: {msg}{more}"
-
-
-def plain(data: Any) -> Any:
-    """ruamel's commented maps/sequences as plain dicts/lists (for pydantic and for dumping)."""
-    if isinstance(data, dict):
-        return {str(k): plain(v) for k, v in data.items()}
-    if isinstance(data, list):
-        return [plain(v) for v in data]
-    return data
 
 
 def validate(model: type[M], data: Any, source: str, prefix: Sequence[Any] = (), context: dict | None = None, tree: Any = None) -> M:

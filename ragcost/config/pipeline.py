@@ -8,20 +8,18 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ragcost.config.base import Strict
+
 from ragcost.config.fields import FieldType, parse_fields
 from ragcost.config.index import IndexConfig
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class SourceConfig(_Strict):
+class SourceConfig(Strict):
     path: Optional[str] = Field(None, description="file or folder, relative to the pipeline file")
     reader: Optional[str] = Field(None, description="jsonl | csv | parquet | folder | beir | pydoc-topics; inferred from path when omitted")
 
 
-class ChunkingConfig(_Strict):
+class ChunkingConfig(Strict):
     size: int = Field(256, ge=8, description="tokens per chunk, counted with the embedder's own tokenizer")
     overlap: int = Field(32, ge=0, description="tokens shared by consecutive chunks")
     unit: Literal["tokens"] = "tokens"
@@ -33,7 +31,7 @@ class ChunkingConfig(_Strict):
         return self
 
 
-class EmbedConfig(_Strict):
+class EmbedConfig(Strict):
     type: str = Field("sentence-transformers", description="embedder backend")
     model: str = Field("all-MiniLM-L6-v2", description="a packaged model name or a local model folder; nothing is downloaded")
     dim: Optional[int] = Field(None, ge=8, description="truncate to this many dimensions and re-normalise; default: the model's")
@@ -43,14 +41,14 @@ class EmbedConfig(_Strict):
     resource: Optional[str] = Field(None, description="price-book resource; default: the pipeline's")
 
 
-class UsefulConfig(_Strict):
+class UsefulConfig(Strict):
     """How `ragcost query` decides a retrieved document was useful (evaluation uses qrels instead)."""
 
     judge: Literal["score", "cited"] = Field("score", description="score: final score >= threshold; cited: cited by the answer")
     threshold: float = Field(0.5, description="for judge: score (cosine similarity, or the re-ranker's score when re-ranking)")
 
 
-class TracingConfig(_Strict):
+class TracingConfig(Strict):
     """OpenTelemetry spans per stage (GenAI semantic conventions + cost), tail-sampled."""
 
     enabled: bool = Field(False, description="emit spans through the global OpenTelemetry tracer provider (pip install 'ragcost[otel]')")
@@ -64,7 +62,7 @@ class StageConfig(BaseModel):
     type: str
 
 
-class PipelineConfig(_Strict):
+class PipelineConfig(Strict):
     name: str = Field(description="short name; names the store tables and the index folder")
     store: Optional[str] = Field(None, description="SQLAlchemy URL; default duckdb:///.ragcost/<name>.duckdb")
     metadata: dict[str, str] = Field(default_factory=dict, description='typed filterable fields, e.g. {year: int, tags: "list[str]"}')
@@ -78,18 +76,7 @@ class PipelineConfig(_Strict):
     useful: UsefulConfig = Field(default_factory=UsefulConfig, description="the query-time judge of a useful retrieved document")
     tracing: TracingConfig = Field(default_factory=TracingConfig)
     stages: list[StageConfig] = Field(default_factory=lambda: [StageConfig(type="retrieve")])
-    redact: list[str] = Field(default_factory=list, description="guard checks that redact documents before they are stored, e.g. [pii]")
-
-    @field_validator("redact")
-    @classmethod
-    def _redact(cls, v: list[str]) -> list[str]:
-        from ragcost.guards import redacting_checks
-
-        try:
-            redacting_checks(v)
-        except Exception as e:  # an unknown or non-redacting check, named with the ones that can
-            raise ValueError(str(e)) from None
-        return v
+    redact: list[str] = Field(default_factory=list, description="guard checks that redact documents before they are stored, e.g. [pii] (checked against the guard registry at load)")
 
     @field_validator("name")
     @classmethod

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ragcost.cost.pricebook import PriceBook, StorageResource, TimeResource, TokenResource
-from ragcost.cost.usage import UsageRecord
+from ragcost.records import UsageRecord
 from ragcost.errors import ConfigError, StageError
 
 GIB = 2**30

@@ -15,7 +15,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from ragcost.cost.usage import UsageRecord
+from ragcost.records import UsageRecord
 from ragcost.errors import DependencyError
 
 INSTALL_HINT = "tracing needs opentelemetry-sdk: pip install 'ragcost[otel]'"

@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ragcost.cost.usage import UsageRecord
+from ragcost.records import UsageRecord
 from ragcost.errors import ConfigError, RagcostError
 from ragcost.evaluate.spec import Candidate, LoadedSpec, Skipped, expand
 from ragcost.evaluate.vectors import DEFAULT_CACHE, CorpusVectors, QueryVectors, embed_corpus, embed_queries
@@ -154,7 +154,7 @@ def run_eval(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Progress
     from ragcost.evaluate.datasets import check_files, load_dataset
     from ragcost.evaluate.metrics import exact_kth
     from ragcost.evaluate.pareto import mark
-    from ragcost.pipeline import Pipeline
+    from ragcost.runtime.pipeline import Pipeline
 
     t_start = perf_counter()
     spec = ls.spec
@@ -310,6 +310,7 @@ class _Evaluator:
 
     def measure(self, c: Candidate, index: Any, build_s: float, kth: dict[int, np.ndarray]) -> ConfigResult:
         from ragcost.cost.compute import cost_of, storage_cost_per_query
+        from ragcost.cost.storage import storage_bytes
         from ragcost.cost.useful import QrelsJudge, cost_per_useful
         from ragcost.evaluate.metrics import ann_recall, evaluate
 
@@ -360,8 +361,7 @@ class _Evaluator:
         ]
         r.index_bytes = int(index.nbytes())
         n = len(corpus.labels)
-        ram = r.index_bytes + n * c.dim * 4
-        per_query_storage = storage_cost_per_query(ram, ram + n * 8, self.book)
+        per_query_storage = storage_cost_per_query(*storage_bytes(r.index_bytes, n, c.dim), self.book)
         r.total_usd = sum(cost_of(x, self.book) for x in records) + per_query_storage * nq
         r.queries = nq
         r.usd_per_1k_queries = r.total_usd / nq * 1000 if nq else 0.0
@@ -378,7 +378,7 @@ class _Evaluator:
         from ragcost.evaluate.stages import StageRunner
 
         if self._stages is None:
-            self._stages = StageRunner(self.corpus, self.queries, self.spec.k[0], self.vectors_at, self.queries_at)
+            self._stages = StageRunner(self.pipe, self.corpus, self.queries, self.spec.k[0], self.vectors_at, self.queries_at)
         return self._stages
 
     def _exact_doc_scores(self, q: np.ndarray, docs: np.ndarray, V: np.ndarray) -> np.ndarray:

@@ -21,8 +21,8 @@ import sqlalchemy as sa
 
 from ragcost.config.index import IndexConfig
 from ragcost.config.pipeline import SourceConfig
-from ragcost.indexing import IndexSummary, run_index
-from ragcost.pipeline import Pipeline
+from ragcost.runtime.indexing import IndexSummary, run_index
+from ragcost.runtime.pipeline import Pipeline
 
 DEFAULT_CACHE = Path(".ragcost/eval")
 
@@ -65,9 +65,10 @@ def cache_pipeline(pipe: Pipeline, dataset: Path, cache_dir: Path) -> Pipeline:
         "index": IndexConfig(backend="faiss", kind="flat"),  # run_index ends with a build; keep it trivial
         "embed": pipe.config.embed.model_copy(update={"dim": None, "precision": "float32"}),
     })
-    cp = Pipeline(cfg, pipe.path, cfg.index, pipe.raw)
-    cp.__dict__["embedder"] = pipe.embedder  # one loaded model
-    cp._stage_specs = []
+    from ragcost.runtime.load import LoadedPipeline
+
+    cp = Pipeline(LoadedPipeline(cfg, pipe.path, pipe.raw, cfg.index, []))
+    cp.__dict__["embedder"] = pipe.embedder  # one loaded model (a cached_property's slot)
     return cp
 
 

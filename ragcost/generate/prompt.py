@@ -12,7 +12,7 @@ from ragcost.errors import ConfigError, DependencyError
 from ragcost.generate.params import BackendParams
 
 if TYPE_CHECKING:  # stages import this package: no runtime import back
-    from ragcost.stages.base import Hit
+    from ragcost.records import Hit
 
 CITE = re.compile(r"\[(\d{1,3})\]")
 

@@ -9,24 +9,32 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Optional
+from typing import Any, ClassVar, Literal, Optional, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from ragcost.config.base import Strict
+from ragcost.cost.pricebook import PriceBook
+from ragcost.embed.base import Embedder
+from ragcost.records import QueryState
 from ragcost.registry import Registry
-
-if TYPE_CHECKING:
-    from ragcost.pipeline import Pipeline
-    from ragcost.stages.base import QueryState
 
 Target = Literal["query", "context", "answer"]
 Policy = Literal["block", "redact", "flag", "drop"]
 
 
-class GuardParams(BaseModel):
-    """Options of one check; every check adds its own fields (``extra="forbid"``)."""
+class GuardContext(Protocol):
+    """What a check may use (a StageContext has both): the embedder (grounded) and the price book (budget)."""
 
-    model_config = ConfigDict(extra="forbid")
+    @property
+    def embedder(self) -> Embedder: ...
+
+    @property
+    def price_book(self) -> PriceBook: ...
+
+
+class GuardParams(Strict):
+    """Options of one check; every check adds its own fields (``extra="forbid"``)."""
     policy: Optional[Policy] = Field(None, description="overrides the stage's policy for this check")
 
 
@@ -65,15 +73,15 @@ class Guard(ABC):
     policies: ClassVar[tuple[str, ...]] = ("block", "flag")
     default_policy: ClassVar[str] = "flag"
 
-    def __init__(self, params: GuardParams, pipeline: Optional["Pipeline"] = None) -> None:
+    def __init__(self, params: GuardParams, ctx: Optional[GuardContext] = None) -> None:
         self.params = params
-        self.pipeline = pipeline
+        self.ctx = ctx
 
     def warm_up(self) -> None:
         """Load heavy things once."""
 
     @abstractmethod
-    def check(self, batch: list["QueryState"], on: str) -> list[list[Finding]]:
+    def check(self, batch: list[QueryState], on: str) -> list[list[Finding]]:
         """Findings per state (same order as ``batch``)."""
 
     def redact(self, text: str) -> str:
@@ -88,7 +96,7 @@ class TextGuard(Guard):
     def scan(self, text: str) -> list[Finding]:
         """Findings in one text (``check``/``on``/``hit`` are filled in by :meth:`check`)."""
 
-    def check(self, batch: list["QueryState"], on: str) -> list[list[Finding]]:
+    def check(self, batch: list[QueryState], on: str) -> list[list[Finding]]:
         out: list[list[Finding]] = []
         for s in batch:
             found: list[Finding] = []
@@ -100,7 +108,7 @@ class TextGuard(Guard):
         return out
 
 
-def targets_of(s: "QueryState", on: str) -> list[tuple[Optional[int], str]]:
+def targets_of(s: QueryState, on: str) -> list[tuple[Optional[int], str]]:
     """(hit index or None, text) pairs a check reads at ``on``."""
     if on == "query":
         return [(None, s.text)]

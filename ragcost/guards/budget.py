@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ragcost.cost.usage import UsageRecord
+from ragcost.records import UsageRecord
 from ragcost.errors import ConfigError
 from ragcost.guards.base import Finding, Guard, GuardParams, guard_registry
 
@@ -33,9 +33,9 @@ class BudgetGuard(Guard):
     def _price(self):
         from ragcost.cost.pricebook import TokenResource
 
-        if self.pipeline is None:
-            raise ConfigError("guard 'budget' needs a pipeline for its price book; construct it with (params, pipeline)")
-        res = self.pipeline.price_book.resource(self.params.resource, "guard 'budget'")
+        if self.ctx is None:
+            raise ConfigError("guard 'budget' needs a context with the price book; construct it with (params, ctx)")
+        res = self.ctx.price_book.resource(self.params.resource, "guard 'budget'")
         if not isinstance(res, TokenResource):
             raise ConfigError(f"guard 'budget': resource {self.params.resource!r} is {res.kind}-priced; name a tokens resource (the generator's model)")
         return res
@@ -45,7 +45,7 @@ class BudgetGuard(Guard):
 
     def _count(self, texts: list[str]) -> list[int]:
         try:
-            return self.pipeline.embedder.count_tokens(texts)
+            return self.ctx.embedder.count_tokens(texts)
         except Exception:  # no tokenizer at hand: ~4 characters per token
             return [len(t) // 4 + 1 for t in texts]
 

@@ -53,9 +53,9 @@ class GroundedGuard(Guard):
         self._embedder().warm_up()
 
     def _embedder(self):
-        if self.pipeline is None:
-            raise ConfigError("guard 'grounded' needs a pipeline for its embedder; construct it with (params, pipeline)")
-        return self.pipeline.embedder
+        if self.ctx is None:
+            raise ConfigError("guard 'grounded' needs a context with the embedder; construct it with (params, ctx)")
+        return self.ctx.embedder
 
     def check(self, batch, on: str) -> list[list[Finding]]:
         emb = self._embedder()

@@ -12,10 +12,24 @@ from ragcost.index.artifact import (
     timed_build,
     write_artifact,
 )
+from ragcost.errors import ConfigError
 from ragcost.index.base import VectorIndex, index_registry
 from ragcost.index.exact import exact_search, rows_for_labels
 
+
+
+def check_config(config, precision=None):
+    """The index config checked against its backend (kinds, params, precisions); a ConfigError names the fix."""
+    if precision is not None and precision != "float32" and config.backend == "hnswlib":
+        err = ConfigError(f"embed.precision {precision!r}: hnswlib stores float32 only; "
+                          "use an index with backend: faiss for float16/int8/binary")
+        err.field = ("backend",)
+        raise err
+    return config
+
+
 __all__ = [
+    "check_config",
     "LoadedIndex",
     "Manifest",
     "VectorIndex",

@@ -1,18 +1,9 @@
-"""What readers yield, and the report they fill while skipping bad input."""
+"""The report readers fill while skipping bad input (what they yield is ragcost.records.SourceDocument)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
-
-
-@dataclass
-class SourceDocument:
-    id: str
-    text: str
-    title: str = ""
-    metadata: dict[str, Any] = field(default_factory=dict)
-    origin: str = ""  # "file:line" or "file", for error messages
 
 
 @dataclass

@@ -17,7 +17,8 @@ from typing import Any, Callable, Iterable, Iterator
 
 from ragcost.config.fields import FieldType
 from ragcost.errors import IngestError
-from ragcost.ingest.base import IngestReport, SourceDocument
+from ragcost.records import SourceDocument
+from ragcost.ingest.base import IngestReport
 from ragcost.registry import Registry
 
 Reader = Callable[[Path | None, dict[str, FieldType], IngestReport], Iterator[SourceDocument]]

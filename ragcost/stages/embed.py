@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-from ragcost.cost.usage import UsageRecord
+from ragcost.records import UsageRecord
 from ragcost.embed.reduce import truncate
-from ragcost.stages.base import QueryState, Stage
+from ragcost.records import QueryState
+from ragcost.stages.base import Stage
 
 
 class EmbedQueries(Stage):
     type = "embed"
 
     def warm_up(self) -> None:
-        self.pipeline.embedder.warm_up()
+        self.ctx.embedder.warm_up()
 
     def run(self, batch: list[QueryState], usage: UsageRecord) -> list[QueryState]:
-        emb = self.pipeline.embedder
+        emb = self.ctx.embedder
         texts = [s.text for s in batch]
         counts = emb.count_tokens(texts)
         limit = emb.max_tokens
@@ -25,11 +26,11 @@ class EmbedQueries(Stage):
         usage.input_tokens = sum(min(n, limit) for n in counts)
         usage.cached_input_tokens = 0  # a local model has no prompt cache: known zero, not unknown
         full = emb.embed(texts)
-        vecs = truncate(full, self.pipeline.dim)
+        vecs = truncate(full, self.ctx.dim)
         for s, v in zip(batch, vecs):
             s.vector = v
-        if vecs.shape[1] < full.shape[1]:
-            # Stages that re-score at the model's full dimension (rerank: rescore) keep the untruncated vectors.
-            for st in self.pipeline.stages():
-                getattr(st, "keep_full_query_vectors", lambda *_: None)(batch, full)
+        truncated = vecs.shape[1] < full.shape[1]
+        for s, v in zip(batch, full):
+            # Stages that re-score at the model's full dimension (rerank: rescore) read it here.
+            s.full_vector = v if truncated else None
         return batch

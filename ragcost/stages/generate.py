@@ -6,8 +6,8 @@ retryable faults (timeouts, refused or cut connections, 429/5xx, malformed strea
 next backend. Queries of a batch run concurrently up to ``concurrency``, so a vLLM server's
 continuous batching sees them together.
 
-Every attempt, failed or not, becomes its own usage record (``usage.notes["attempts"]``, a list
-of ``(QueryState, UsageRecord)`` that the runner turns into stage calls), so $ per successful
+Every attempt, failed or not, becomes its own usage record, appended to its query's declared
+``QueryState.usage`` (the runner prices those instead of the query's share of the call), so $ per successful
 request includes retries and fallbacks. Attempts on one resource within a batch share its busy
 time: each record carries the busy seconds of that resource in this batch (the union of its
 attempts' spans) and ``shared_by`` = the attempts that shared it, so a time-priced GPU is paid
@@ -23,12 +23,13 @@ from typing import Any, Callable, Optional
 
 from pydantic import Field
 
-from ragcost.cost.usage import UsageRecord
+from ragcost.records import UsageRecord
 from ragcost.errors import ConfigError
 from ragcost.generate.attempt import USAGE_LOCAL, Attempt, AttemptError
 from ragcost.generate.params import BackendParams
 from ragcost.generate.prompt import Prompt, build_prompt, cited, token_counter
-from ragcost.stages.base import QueryState, Stage, StageParams, stage_registry
+from ragcost.records import QueryState
+from ragcost.stages.base import Stage, StageParams, stage_registry
 
 # on_event(state, kind, payload): kind is "text" (a streamed piece), "retry", "fallback" or "failed".
 OnEvent = Callable[[QueryState, str, str], None]
@@ -60,8 +61,8 @@ class Generate(Stage):
     type = "generate"
     Params = GenerateParams
 
-    def __init__(self, params: GenerateParams, pipeline) -> None:
-        super().__init__(params, pipeline)
+    def __init__(self, params: GenerateParams, ctx) -> None:
+        super().__init__(params, ctx)
         self.on_event: Optional[OnEvent] = None
         self._offline: dict[int, Any] = {}
         self._llms: dict[int, Any] = {}
@@ -74,7 +75,7 @@ class Generate(Stage):
     def resource_of(self, i: int, b: BackendParams) -> str:
         if b.resource:
             return b.resource
-        return self.resource if i == 0 else self.pipeline.config.resource
+        return self.resource if i == 0 else self.ctx.resource
 
     def label_of(self, i: int, b: BackendParams) -> str:
         return self.name if i == 0 else f"{self.name}/{b.backend_name}"
@@ -84,7 +85,7 @@ class Generate(Stage):
         from ragcost.generate.offline import load_llm
 
         for i, b in enumerate(self.chain()):
-            self.pipeline.price_book.resource(self.resource_of(i, b), f"{self.pipeline.path}: stage {self.name!r} backend {b.backend_name!r}")
+            self.ctx.price_book.resource(self.resource_of(i, b), f"{self.ctx.path}: stage {self.name!r} backend {b.backend_name!r}")
             headers(b)  # a missing API key fails now, not after the first batch
             token_counter(b)
             if b.backend == "vllm-offline" and i not in self._llms:
@@ -94,7 +95,8 @@ class Generate(Stage):
     def run(self, batch: list[QueryState], usage: UsageRecord) -> list[QueryState]:
         per_state = _run_coroutine(self._generate_all(batch))
         records = self.attempt_records(batch, per_state)
-        usage.notes["attempts"] = records
+        for state, rec in records:  # each attempt is its query's own record: the runner prices these
+            state.usage.append(rec)
         _aggregate(usage, [r for _, r in records])
         return batch
 
@@ -218,7 +220,8 @@ class Generate(Stage):
                     items=1, calls=1, retries=1 if a.try_no > 1 else 0, failures=0 if a.ok else 1,
                     input_tokens=a.uncached_input, cached_input_tokens=a.cached_tokens, output_tokens=a.output_tokens,
                     shared_by=len(groups[a.resource]),
-                    notes={"call_id": call_ids[a.resource], "backend": a.backend, "try": a.try_no, "fallback": a.fallback,
+                    call_id=call_ids[a.resource],
+                    notes={"backend": a.backend, "try": a.try_no, "fallback": a.fallback,
                            "ok": a.ok, "error": a.error, "status": a.status, "usage": a.usage_source,
                            "ttft_s": a.ttft, "tpot_s": a.tpot, "e2e_s": a.e2e, "chunks": a.chunks,
                            "itl_mean_s": sum(a.itl) / len(a.itl) if a.itl else None},

@@ -20,10 +20,11 @@ from typing import Any, Optional, Union
 
 from pydantic import Field, ValidationError, model_validator
 
-from ragcost.cost.usage import UsageRecord
+from ragcost.records import UsageRecord
 from ragcost.guards import guard_registry
 from ragcost.guards.base import Finding, Guard, Policy, Target
-from ragcost.stages.base import QueryState, Stage, StageParams, stage_registry
+from ragcost.records import QueryState
+from ragcost.stages.base import Stage, StageParams, stage_registry
 
 
 class GuardStageParams(StageParams):
@@ -40,7 +41,7 @@ class GuardStageParams(StageParams):
         return self
 
 
-def build_check(spec: Union[str, dict[str, Any]], stage: GuardStageParams, pipeline=None, where: str = "checks") -> tuple[Guard, str]:
+def build_check(spec: Union[str, dict[str, Any]], stage: GuardStageParams, ctx=None, where: str = "checks") -> tuple[Guard, str]:
     """A guard instance and the policy it runs under; a ValueError names what to fix."""
     if isinstance(spec, str):
         name, opts = spec, {}
@@ -65,7 +66,7 @@ def build_check(spec: Union[str, dict[str, Any]], stage: GuardStageParams, pipel
         raise ValueError(f"{where}: policy 'drop' removes retrieved chunks, so it needs on: context (this stage is on: {stage.on})")
     if policy not in cls.policies:
         raise ValueError(f"{where}: check {name!r} cannot {policy!r}; its policies: {', '.join(cls.policies)}")
-    return cls(params, pipeline), policy
+    return cls(params, ctx), policy
 
 
 @stage_registry.register("guard")
@@ -73,9 +74,9 @@ class GuardStage(Stage):
     type = "guard"
     Params = GuardStageParams
 
-    def __init__(self, params: GuardStageParams, pipeline) -> None:
-        super().__init__(params, pipeline)
-        self.checks = [build_check(spec, params, pipeline) for spec in params.checks]
+    def __init__(self, params: GuardStageParams, ctx) -> None:
+        super().__init__(params, ctx)
+        self.checks = [build_check(spec, params, ctx) for spec in params.checks]
 
     @property
     def name(self) -> str:
@@ -141,11 +142,11 @@ class GuardStage(Stage):
     def _reembed(self, states: list[QueryState], usage: UsageRecord) -> None:
         # The implicit embed stage ran before this guard; what flows on is the redacted text.
         states = [s for s in states if s.vector is not None]
-        if not states or not self.params.reembed or self.pipeline is None:
+        if not states or not self.params.reembed or self.ctx is None:
             return
         from ragcost.stages.embed import EmbedQueries
 
         scratch = UsageRecord(stage=self.name, resource=self.resource, items=len(states))
-        EmbedQueries(EmbedQueries.Params(), self.pipeline).run(states, scratch)
+        EmbedQueries(EmbedQueries.Params(), self.ctx).run(states, scratch)
         usage.input_tokens = (usage.input_tokens or 0) + (scratch.input_tokens or 0)
         usage.notes["reembedded"] = {"queries": len(states)}

@@ -20,9 +20,10 @@ from typing import Optional
 import numpy as np
 from pydantic import Field
 
-from ragcost.cost.usage import UsageRecord
+from ragcost.records import UsageRecord
 from ragcost.index.exact import rows_for_labels, scan_rows
-from ragcost.stages.base import Hit, QueryState, Stage, StageParams, stage_registry
+from ragcost.records import Hit, QueryState
+from ragcost.stages.base import Stage, StageParams, stage_registry
 
 # Calibrated with `python -m bench.filters` (100k x 384, 40 queries a bucket, 2 CPU cores, p95):
 # at 10% selectivity the exact scan of the matches (5-6 ms) beats every native filtered search
@@ -170,12 +171,12 @@ class Retrieve(Stage):
     type = "retrieve"
     Params = RetrieveParams
 
-    def __init__(self, params: StageParams, pipeline) -> None:
-        super().__init__(params, pipeline)
+    def __init__(self, params: StageParams, ctx) -> None:
+        super().__init__(params, ctx)
         self._docmap: Optional[tuple[object, DocMap]] = None
 
     def warm_up(self) -> None:
-        self._docs(self.pipeline.artifact(), self.pipeline.store())
+        self._docs(self.ctx.artifact(), self.ctx.store())
 
     def _docs(self, art, store) -> DocMap:
         if self._docmap is None or self._docmap[0] is not art:
@@ -184,8 +185,8 @@ class Retrieve(Stage):
         return self._docmap[1]
 
     def run(self, batch: list[QueryState], usage: UsageRecord) -> list[QueryState]:
-        art = self.pipeline.artifact()
-        store = self.pipeline.store()
+        art = self.ctx.artifact()
+        store = self.ctx.store()
         docs = self._docs(art, store)
         source = ChunkSource(store)
         strategies: dict[str, int] = {}
@@ -306,7 +307,7 @@ class Retrieve(Stage):
         below = self.params.exact_below
         if n_match <= max(self.params.exact_max_matches, k) or selectivity < below or below >= 1.0:
             return (*self._exact(art, g, q, k), "exact")
-        params = _raised_search_params(self.pipeline.index_config, k, selectivity)
+        params = _raised_search_params(self.ctx.index_config, k, selectivity)
         scores, labels = art.index.search(q, k, params=params, allowed=g.allowed)
         # Both the index's own fallback (hnswlib/faiss HNSW rescoring when the walk came up short)
         # and ours below are exact scans: report them as such, per query.

@@ -18,7 +18,8 @@ import sqlalchemy as sa
 
 from ragcost.config.fields import FieldType
 from ragcost.errors import StoreError
-from ragcost.ingest.base import SourceDocument
+from ragcost.records import SourceDocument
+from ragcost.store.base import ChunkRecord, DocumentRecord  # noqa: F401  (re-exported while the store moves)
 from ragcost.store.filters import VALUE_COLUMN, compile_filter, parse_filter
 
 SQL_TYPES = {"str": sa.Text, "int": sa.BigInteger, "float": sa.Double, "bool": sa.Boolean}
@@ -34,22 +35,6 @@ _INFO = sa.Table(
     sa.Column("column_name"), sa.Column("data_type"), schema="information_schema",
 )
 BATCH = 2000  # rows per IN (...) lookup: keeps well under PostgreSQL's bind-parameter limit
-
-
-@dataclass
-class ChunkRecord:
-    text: str
-    start: int
-    end: int
-    n_tokens: int
-    vector: np.ndarray  # float32, the model's full dimension
-
-
-@dataclass
-class DocumentRecord:
-    doc: SourceDocument
-    content_hash: str
-    chunks: list[ChunkRecord]
 
 
 def content_hash(doc: SourceDocument) -> str:

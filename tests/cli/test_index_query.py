@@ -158,7 +158,7 @@ class TestErrors:
         p = write_pipeline(tmp_path, stages=[{"type": "retreive"}])
         code, _, err = run_cli(capsys, "validate", p)
         assert code == 1
-        assert "retreive" in err and "known:" in err and "retrieve" in err and f"{p}:" in err
+        assert "retreive" in err and "installed:" in err and "retrieve" in err and f"{p}:" in err
 
     def test_unknown_index_kind_lists_known_ones(self, tmp_path, capsys):
         p = write_pipeline(tmp_path, index={"backend": "faiss", "kind": "lsh"})

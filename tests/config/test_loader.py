@@ -10,7 +10,7 @@ from ragcost.config.index import IndexConfig
 from ragcost.config.loader import dump_yaml, load_model, parse_yaml, validate
 from ragcost.config.pipeline import PipelineConfig
 from ragcost.errors import ConfigError
-from ragcost.pipeline import Pipeline
+from ragcost.runtime.pipeline import Pipeline
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -83,7 +83,7 @@ class TestErrorsNameFileLineAndField:
 
     def test_unknown_stage_lists_known(self, tmp_path):
         p = write(tmp_path, "name: x\nstages:\n  - {type: retreive}\n")
-        with pytest.raises(ConfigError, match=r"unknown stage type 'retreive'; known: .*retrieve"):
+        with pytest.raises(ConfigError, match=r"unknown stage type 'retreive'; installed: .*retrieve"):
             Pipeline.load(p)
 
     def test_hnswlib_with_int8_is_refused(self, tmp_path):
@@ -112,7 +112,7 @@ def test_shipped_index_configs_round_trip(path):
 
 
 def test_schema_lists_every_stage_type():
-    from ragcost.config.schema import json_schema
+    from ragcost.runtime.schema import json_schema
     from ragcost.stages.base import stage_registry
 
     schema = json_schema("pipeline")

@@ -9,7 +9,7 @@ from ragcost.cost.compute import (
 )
 from ragcost.cost.ledger import Ledger
 from ragcost.cost.report import build_report
-from ragcost.cost.usage import UsageRecord as U
+from ragcost.records import UsageRecord as U
 from ragcost.errors import ConfigError, StageError
 
 GIB = 2**30

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from ragcost.cost.tracing import COST_ATTRIBUTE, RunningP95, should_keep, span_attributes
-from ragcost.cost.usage import UsageRecord as U
+from ragcost.records import UsageRecord as U
 from ragcost.errors import DependencyError
 
 

@@ -26,8 +26,8 @@ class FakeRerank(Stage):
 
     def run(self, batch, usage):
         time.sleep(0.05)  # a stage with real cost, so pricing it shows above search-time noise
-        art = self.pipeline.artifact()
-        SEEN.update(dim=self.pipeline.dim, vectors=art.vectors.shape, hits=len(batch[0].hits), text=batch[0].hits[0].text)
+        art = self.ctx.artifact()
+        SEEN.update(dim=self.ctx.dim, vectors=art.vectors.shape, hits=len(batch[0].hits), text=batch[0].hits[0].text)
         for s in batch:
             rows = np.searchsorted(art.labels, [h.label for h in s.hits])
             scores = art.vectors[rows] @ s.vector

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ragcost.stages.base import Hit, QueryState
+from ragcost.records import Hit, QueryState
 
 BOOK_YAML = """\
 version: "gen-test.1"
@@ -45,7 +45,7 @@ def book(book_path):
 @pytest.fixture
 def pipeline(book, tmp_path):
     """What a stage reads from its pipeline: the default resource, the price book, the path."""
-    return SimpleNamespace(config=SimpleNamespace(resource="cpu"), price_book=book, path=tmp_path / "p.yaml")
+    return SimpleNamespace(resource="cpu", price_book=book, path=tmp_path / "p.yaml", base=tmp_path)
 
 
 def states(n: int = 1, text: str = "how long do I have to get a refund?") -> list[QueryState]:
@@ -62,8 +62,10 @@ def make_stage(pipeline, **params):
 
 def run_stage(stage, batch):
     """Run like the pipeline does: one usage record, then the per-attempt records it reported."""
-    from ragcost.cost.usage import UsageRecord
+    from ragcost.records import UsageRecord
 
     rec = UsageRecord(stage=stage.name, resource=stage.resource, items=len(batch))
+    for s in batch:
+        s.usage = []
     stage.run(batch, rec)
-    return rec, rec.notes.pop("attempts")
+    return rec, [(s, r) for s in batch for r in s.usage]

@@ -91,8 +91,8 @@ class TestAgainstARealVllmServer:
     def test_killed_mid_batch_the_run_finishes_through_the_fallback_and_the_ledger_has_every_attempt(
             self, server, tiny_model, tmp_path, capsys):
         from ragcost.cost.ledger import Ledger
-        from ragcost.pipeline import Pipeline
-        from ragcost.query import run_queries
+        from ragcost.runtime.pipeline import Pipeline
+        from ragcost.runtime.query import run_queries
         from tests.cli.conftest import run_cli, write_corpus, write_pipeline
 
         (tmp_path / "book.yaml").write_text(BOOK_YAML)

@@ -10,7 +10,7 @@ import pytest
 from ragcost.errors import ConfigError
 from ragcost.guards import redact_document, redact_document_text
 from ragcost.guards.pii import card_ok, cnpj_ok, cpf_ok, find_pii, iban_ok, redact_text, score_detector
-from ragcost.ingest.base import SourceDocument
+from ragcost.records import SourceDocument
 
 DATA = Path(__file__).parent / "data"
 

@@ -167,7 +167,7 @@ class TestReadSource:
             read(tmp_path / "a.xml")
 
     def test_an_unknown_reader_lists_the_known_ones(self):
-        with pytest.raises(UnknownNameError, match="unknown reader 'xml'; known: beir, csv, folder, jsonl, parquet, pydoc-topics"):
+        with pytest.raises(UnknownNameError, match="unknown reader 'xml'; installed: beir, csv, folder, jsonl, parquet, pydoc-topics"):
             read(None, "xml")
 
     def test_every_reader_is_registered(self):

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragcost.indexing import run_index
-from ragcost.pipeline import Pipeline
-from ragcost.query import run_queries
+from ragcost.runtime.indexing import run_index
+from ragcost.runtime.pipeline import Pipeline
+from ragcost.runtime.query import run_queries
 
 REPO = Path(__file__).resolve().parents[2]
 # The embedded corpus is kept between local runs (CI starts clean and embeds once, ~8 min on 2 cores).

@@ -112,7 +112,7 @@ class TestAccounting:
         records = [r for _, r in st.attempt_records(batch, per_state)]
         assert {r.shared_by for r in records} == {4} and {r.wall_seconds for r in records} == {10.0}
         assert sum(cost_of(r, book) for r in records) == pytest.approx(10 * 7.2 / 3600)
-        assert len({r.notes["call_id"] for r in records}) == 1
+        assert len({r.call_id for r in records}) == 1
 
     def test_token_priced_attempts_pay_their_tokens_and_unknown_cache_stays_unknown(self, pipeline, book):
         st = make_stage(pipeline, resource="tiny-llm")

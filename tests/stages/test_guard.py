@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from ragcost.config.pipeline import PipelineConfig
-from ragcost.cost.usage import UsageRecord
+from ragcost.records import UsageRecord
 from ragcost.errors import ConfigError
-from ragcost.pipeline import Pipeline
-from ragcost.stages.base import Hit, QueryState
+from ragcost.runtime.pipeline import Pipeline
+from ragcost.records import Hit, QueryState
 from ragcost.stages.guard import GuardStage
 from tests.cli.conftest import DOCS, run_cli, write_corpus, write_pipeline
 
@@ -91,7 +91,7 @@ class TestPolicies:
 
 @pytest.fixture(scope="module")
 def kb(tmp_path_factory) -> Pipeline:
-    from ragcost.indexing import run_index
+    from ragcost.runtime.indexing import run_index
 
     folder = tmp_path_factory.mktemp("kb")
     write_corpus(folder / "kb.jsonl")

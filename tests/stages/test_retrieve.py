@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from ragcost.config.index import IndexConfig
-from ragcost.cost.usage import UsageRecord
+from ragcost.records import UsageRecord
 from ragcost.index import LoadedIndex, build_index, exact_search, rows_for_labels
-from ragcost.stages.base import QueryState
+from ragcost.records import QueryState
 from ragcost.stages.retrieve import Retrieve, RetrieveParams
 from tests.conftest import clustered_vectors
 

@@ -9,7 +9,7 @@ import pytest
 
 from ragcost.config.fields import parse_fields
 from ragcost.errors import FilterError
-from ragcost.ingest.base import SourceDocument
+from ragcost.records import SourceDocument
 from ragcost.store.filters import compile_filter, parse_filter
 from ragcost.store.store import ChunkRecord, DocumentRecord, Store, content_hash
 

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from ragcost.config.fields import parse_fields
 from ragcost.errors import StoreError
-from ragcost.ingest.base import SourceDocument
+from ragcost.records import SourceDocument
 from ragcost.store.store import ChunkRecord, DocumentRecord, Store, content_hash
 
 REPO = Path(__file__).resolve().parents[2]
@@ -181,7 +181,7 @@ CRASH_WRITER = textwrap.dedent(
     import sys
     import numpy as np
     from ragcost.config.fields import parse_fields
-    from ragcost.ingest.base import SourceDocument
+    from ragcost.records import SourceDocument
     from ragcost.store.store import ChunkRecord, DocumentRecord, Store, content_hash
 
     url, start = sys.argv[1], int(sys.argv[2])

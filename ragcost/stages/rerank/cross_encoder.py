@@ -14,7 +14,7 @@ from pydantic import Field
 
 from ragcost.embed.hf import local_dir, sentence_transformers_class, torch_device
 from ragcost.errors import ConfigError
-from ragcost.stages.rerank import Reranker, RerankerParams, batches, reranker_registry
+from ragcost.stages.rerank.base import Reranker, RerankerParams, batches, reranker_registry
 
 
 class CrossEncoderParams(RerankerParams):
@@ -37,16 +37,17 @@ def resolve_local_model(model: str, base: Optional[Path]) -> Path:
 @reranker_registry.register("cross-encoder")
 class CrossEncoderReranker(Reranker):
     name = "cross-encoder"
+    score_scale = "logit"  # raw logits, or a probability for a one-label model with a sigmoid head
     Params = CrossEncoderParams
 
-    def __init__(self, params: CrossEncoderParams, pipeline) -> None:
-        super().__init__(params, pipeline)
+    def __init__(self, params: CrossEncoderParams, ctx) -> None:
+        super().__init__(params, ctx)
         self._model: Any = None
 
     def warm_up(self) -> None:
         if self._model is not None:
             return
-        path = resolve_local_model(self.params.model, getattr(self.pipeline, "base", None))
+        path = resolve_local_model(self.params.model, self.ctx.base if self.ctx is not None else None)
         CrossEncoder = sentence_transformers_class("CrossEncoder", "rerank backend 'cross-encoder'")
         device = torch_device(self.params.device)
         self._model = CrossEncoder(str(path), device=device, local_files_only=True, max_length=self.params.max_length)

@@ -20,8 +20,8 @@ import numpy as np
 from pydantic import Field
 
 from ragcost.errors import DependencyError, IngestError
-from ragcost.stages.base import Hit
-from ragcost.stages.rerank import Reranker, RerankerParams, _hit_from_row, reranker_registry
+from ragcost.records import Hit
+from ragcost.stages.rerank.base import Reranker, RerankerParams, hit_from_row, reranker_registry
 
 FORMAT = 1
 META = "ragcost-bm25.json"
@@ -78,19 +78,19 @@ def _chunk_texts(store) -> tuple[np.ndarray, list[str]]:
     return store.chunk_column("text")
 
 
-def build_bm25(pipe, stopwords: str = "en") -> BM25Index:
+def build_bm25(ctx, stopwords: str = "en") -> BM25Index:
     """The BM25 index of the pipeline's stored chunks: loaded when one for this revision exists, else built."""
     bm25s = _bm25s()
-    store = pipe.store()
+    store = ctx.store()
     fp = bm25_fingerprint(store.revision(), stopwords)
-    root = Path(pipe.config.index_path)
+    root = Path(ctx.index_dir)
     final = root / f"bm25-{fp['corpus_revision'][:16]}-{stopwords}"
     meta = final / META
     if meta.is_file() and json.loads(meta.read_text()) == fp:
         return BM25Index(bm25s.BM25.load(str(final), show_progress=False), np.load(final / "labels.npy"), final, stopwords)
     labels, texts = _chunk_texts(store)
     if not len(labels):
-        raise IngestError(f"{pipe.path}: the store has no chunks for BM25; run `ragcost index {pipe.path}` first")
+        raise IngestError(f"{ctx.path}: the store has no chunks for BM25; run `ragcost index {ctx.path}` first")
     retriever = bm25s.BM25()
     retriever.index(_tokenize(texts, stopwords), show_progress=False)
     root.mkdir(parents=True, exist_ok=True)
@@ -122,10 +122,11 @@ def rrf(rankings: list[list[str | int]], k: int = 60) -> dict[str | int, float]:
 @reranker_registry.register("hybrid")
 class Hybrid(Reranker):
     name = "hybrid"
+    score_scale = "rrf"
     Params = HybridParams
 
-    def __init__(self, params: HybridParams, pipeline) -> None:
-        super().__init__(params, pipeline)
+    def __init__(self, params: HybridParams, ctx) -> None:
+        super().__init__(params, ctx)
         self._index: Optional[BM25Index] = None
 
     def warm_up(self) -> None:
@@ -133,11 +134,11 @@ class Hybrid(Reranker):
 
     def index(self) -> BM25Index:
         if self._index is None:
-            self._index = build_bm25(self.pipeline, self.params.stopwords)
+            self._index = build_bm25(self.ctx, self.params.stopwords)
         return self._index
 
     def rerank(self, batch, usage) -> None:
-        index, store = self.index(), self.pipeline.store()
+        index, store = self.index(), self.ctx.store()
         groups: dict[str, list] = {}
         for s in batch:
             groups.setdefault(json.dumps(s.filter, sort_keys=True) if s.filter else "", []).append(s)
@@ -162,7 +163,7 @@ class Hybrid(Reranker):
             r = rows.get(int(label))
             if r is None:
                 continue
-            h = _hit_from_row(r, float(score))
+            h = hit_from_row(r, float(score))
             if key(h) in seen:
                 continue
             seen.add(key(h))

@@ -4,7 +4,7 @@ An IVF-PQ, int8 or binary index ranks by approximate scores; the artifact keeps 
 at the index's dimension, so re-scoring the candidates with them is exact. When the index is
 truncated (``embed.dim`` below the model's), the full-dimension vectors come from the store (one
 query per batch, only the candidates' rows) and the query's full vector from the embed stage,
-which hands it over before truncating (or, when this stage runs alone, one embed call here).
+which keeps it in ``QueryState.full_vector`` (or, when this stage runs alone, one embed call here).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from ragcost.stages.rerank import Reranker, RerankerParams, reranker_registry
+from ragcost.stages.rerank.base import Reranker, RerankerParams, reranker_registry
 
 
 
@@ -28,24 +28,16 @@ class Rescore(Reranker):
     name = "rescore"
     Params = RescoreParams
 
-    def __init__(self, params: RescoreParams, pipeline) -> None:
-        super().__init__(params, pipeline)
-        self._full: dict[int, np.ndarray] = {}
-
     def warm_up(self) -> None:
-        self.pipeline.artifact()
-
-    def keep_full_query_vectors(self, batch, full: np.ndarray) -> None:
-        # Replaced on every batch: the embed stage of the same batch runs just before this one.
-        self._full = {id(s): v for s, v in zip(batch, full)}
+        self.ctx.artifact()
 
     def _source(self, art) -> str:
         if self.params.source != "auto":
             return self.params.source
-        return "store" if art.manifest.dim < self.pipeline.embedder.native_dim else "artifact"
+        return "store" if art.manifest.dim < self.ctx.embedder.native_dim else "artifact"
 
     def rerank(self, batch, usage) -> None:
-        art = self.pipeline.artifact()
+        art = self.ctx.artifact()
         source = self._source(art)
         labels = sorted({h.label for s in batch for h in s.hits})
         if source == "artifact":
@@ -56,7 +48,7 @@ class Rescore(Reranker):
             vecs = {int(l): v for l, v in zip(art.labels[rows], mat)}
             queries = {id(s): np.asarray(s.vector, np.float32) for s in batch}
         else:
-            vecs = self.pipeline.store().vectors_for(labels)
+            vecs = self.ctx.store().vectors_for(labels)
             queries = self._full_queries(batch, usage)
         scored = 0
         for s in batch:
@@ -66,16 +58,15 @@ class Rescore(Reranker):
                 if v is not None and v.shape[0] == q.shape[0]:
                     h.score = float(v @ q)
                     scored += 1
-        self._full = {}  # never reused: a later batch's states may get the same id()
         usage.bytes += sum(v.nbytes for v in vecs.values())
         usage.notes["rerank"] = {"scored": scored, "batches": 1 if scored else 0}
         usage.notes["source"] = source
 
     def _full_queries(self, batch, usage) -> dict[int, np.ndarray]:
-        out = {id(s): self._full[id(s)] for s in batch if id(s) in self._full}
-        missing = [s for s in batch if id(s) not in out]
+        out = {id(s): s.full_vector for s in batch if s.full_vector is not None}
+        missing = [s for s in batch if s.full_vector is None]
         if missing:  # run alone (no embed stage handed the full vectors over): embed here, once
-            full = self.pipeline.embedder.embed([s.text for s in missing])
+            full = self.ctx.embedder.embed([s.text for s in missing])
             out.update({id(s): v for s, v in zip(missing, full)})
             usage.notes["query_embedded"] = {"queries": len(missing)}
         return out

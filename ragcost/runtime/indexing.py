@@ -17,8 +17,10 @@ from typing import Callable, Optional
 import numpy as np
 
 from ragcost.errors import ConfigError, IngestError
-from ragcost.ingest.base import IngestReport, SourceDocument
-from ragcost.pipeline import Pipeline, _resolve
+from ragcost.records import SourceDocument
+from ragcost.ingest.base import IngestReport
+from ragcost.runtime.load import resolve as _resolve
+from ragcost.runtime.pipeline import Pipeline
 
 EMBEDDER_META = "embedder_fingerprint"
 WRITE_BATCH = 32  # documents per transaction: small enough that a kill loses little work
@@ -94,7 +96,8 @@ def run_index(
 ) -> IndexSummary:
     """Bring the store and the index up to date with the source; return what was done."""
     from ragcost.ingest.readers import dedupe, read_source
-    from ragcost.store.store import ChunkRecord, DocumentRecord, content_hash
+    from ragcost.store.base import ChunkRecord, DocumentRecord
+    from ragcost.store.store import content_hash
 
     summary = IndexSummary()
     path, reader = _source(pipe, source)
@@ -158,11 +161,11 @@ def run_index(
         if gone:
             summary.pruned = store.delete(gone)
 
-    build_index(pipe, summary)
+    rebuild_index(pipe, summary)
     return summary
 
 
-def build_index(pipe: Pipeline, summary: Optional[IndexSummary] = None) -> IndexSummary:
+def rebuild_index(pipe: Pipeline, summary: Optional[IndexSummary] = None) -> IndexSummary:
     """(Re)build the index from the stored vectors unless the current one was made from the same inputs."""
     from ragcost.embed.reduce import truncate
     from ragcost.index.artifact import read_manifest, write_artifact

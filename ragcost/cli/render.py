@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragcost.query import QueryRun
+from ragcost.runtime.query import QueryRun
 
 
 def _usd(x: float) -> str:

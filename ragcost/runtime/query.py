@@ -7,8 +7,9 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ragcost.pipeline import Pipeline, StageCall
-from ragcost.stages.base import QueryState
+from ragcost.runtime.pipeline import Pipeline
+from ragcost.runtime.runner import StageCall
+from ragcost.records import QueryState
 
 
 @dataclass

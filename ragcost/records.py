@@ -1,0 +1,243 @@
+"""Plain records every layer shares: what a query is as it flows, what a stage call used, what a reader yields.
+
+This module imports nothing of ragcost: it is the ground floor that the config, backends,
+stages, runtime and CLI all stand on. Cost is computed elsewhere (``ragcost.cost.compute``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+
+# How a query's trip through the stages ended (or goes on). A stage says so explicitly with
+# QueryState.finish / block / branch / fail; the runner records the outcome in the ledger.
+CONTINUED = "continued"  # still flowing (the default)
+BRANCHED = "branched"  # still flowing, down the branch a stage chose (``route``)
+FINISHED = "finished"  # answered early (a cache hit): later stages skip it, it counts as a success
+BLOCKED = "blocked"  # refused (a guard): later stages skip it, it is not a success
+FAILED = "failed"  # a stage could not serve it: later stages skip it
+OUTCOMES = (CONTINUED, BRANCHED, FINISHED, BLOCKED, FAILED)
+
+
+@dataclass
+class SourceDocument:
+    """One document as a reader yields it."""
+
+    id: str
+    text: str
+    title: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    origin: str = ""  # "file:line" or "file", for error messages
+
+
+@dataclass
+class UsageRecord:
+    """One stage call (over a batch of ``items`` queries), or one query's own part of it.
+
+    The runner fills ``wall_seconds``, ``items`` and ``calls``; the stage adds what only it
+    knows (tokens, retries, failures, bytes). ``cached_input_tokens`` is ``None`` when the
+    server did not say -- unknown, never silently 0. Records with the same ``call_id`` shared
+    one busy period (concurrent generate attempts).
+    """
+
+    stage: str
+    resource: str
+    wall_seconds: float = 0.0
+    items: int = 1
+    calls: int = 1
+    retries: int = 0
+    failures: int = 0
+    input_tokens: Optional[int] = None  # uncached input tokens
+    cached_input_tokens: Optional[int] = None
+    output_tokens: Optional[int] = None
+    bytes: int = 0
+    shared_by: Optional[int] = None  # requests that shared this busy time; None = items
+    call_id: Optional[str] = None  # records of one busy period share it; None = a call of its own
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Hit:
+    """One retrieved chunk: label, document id and score, plus its title, text, chunk number and metadata.
+
+    The retrieve stage may leave the last four to be read from the store on first use (``source``):
+    one store call then fills every hit of that batch. Reading or setting any of them fills it first,
+    so a guard's redaction is never overwritten by a late fill.
+    """
+
+    __slots__ = ("label", "doc_id", "score", "_title", "_text", "_chunk_no", "_metadata", "_source")
+
+    def __init__(self, label: int, doc_id: str, score: float, title: str = "", text: str = "",
+                 chunk_no: int = 0, metadata: Optional[dict[str, Any]] = None, source: Any = None) -> None:
+        self.label = label
+        self.doc_id = doc_id
+        self.score = score
+        self._title = title
+        self._text = text
+        self._chunk_no = chunk_no
+        self._metadata = {} if metadata is None else metadata
+        self._source = source  # anything with .row(label) -> store row dict or None
+
+    def _fill(self) -> None:
+        src, self._source = self._source, None
+        row = src.row(self.label)
+        if row is not None:
+            self._title = row.get("title") or ""
+            self._text = row.get("text") or ""
+            self._chunk_no = row.get("chunk_no") or 0
+            self._metadata = dict(row.get("metadata") or {})
+
+    def _field(name: str):  # noqa: N805 - a property factory used in the class body only
+        slot = "_" + name
+
+        def get(self: "Hit") -> Any:
+            if self._source is not None:
+                self._fill()
+            return getattr(self, slot)
+
+        def set_(self: "Hit", value: Any) -> None:
+            if self._source is not None:
+                self._fill()
+            setattr(self, slot, value)
+
+        return property(get, set_)
+
+    title = _field("title")
+    text = _field("text")
+    chunk_no = _field("chunk_no")
+    metadata = _field("metadata")
+    del _field
+
+    def _key(self) -> tuple:
+        return (self.label, self.doc_id, self.score, self.title, self.text, self.chunk_no, self.metadata)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Hit) and self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        return f"Hit(label={self.label!r}, doc_id={self.doc_id!r}, score={self.score!r}, chunk_no={self.chunk_no!r})"
+
+
+class QueryState:
+    """One query as it flows through the stages.
+
+    What a stage hands the next one is a declared field here, never a side channel:
+
+    - ``vector``: the query embedding at the index's dimension; ``full_vector`` at the model's
+      native dimension (set by the embed stage only when the index is truncated);
+    - ``hits``: the current context, best first (may be held as one row of a batch's result
+      arrays, ``set_ranked``, and built as ``Hit`` objects only when first read);
+    - ``answer`` / ``citations``: what generation (or a cache hit) produced;
+    - ``route``: the generate target a branching stage chose;
+    - ``usage``: per-query usage records the *current* stage call reported for this query alone
+      (generate attempts); the runner takes them after the call and prices them instead of
+      this query's share of the call's own record;
+    - ``outcome`` / ``outcome_stage`` / ``error``: how the trip ended, set by ``finish``,
+      ``block``, ``fail`` and ``branch``.
+    """
+
+    def __init__(self, text: str, id: str = "", k: int = 10, filter: Optional[dict] = None,
+                 vector: Optional[np.ndarray] = None, hits: Optional[list[Hit]] = None,
+                 answer: Optional[str] = None, citations: Optional[list[str]] = None,
+                 notes: Optional[dict[str, Any]] = None, error: Optional[str] = None,
+                 tenant: Optional[str] = None) -> None:
+        self.text = text
+        self.id = id
+        self.k = k
+        self.filter = filter
+        self.tenant = tenant
+        self.vector = vector
+        self.full_vector: Optional[np.ndarray] = None
+        self._hits: list[Hit] = [] if hits is None else hits
+        self._ranked: Any = None  # (block, row): results not yet turned into Hit objects
+        self.answer = answer
+        self.citations: list[str] = [] if citations is None else citations
+        self.notes: dict[str, Any] = {} if notes is None else notes  # per-query facts a stage reports
+        self.route: Optional[str] = None
+        self.usage: list[UsageRecord] = []
+        self.outcome = CONTINUED if error is None else FAILED
+        self.outcome_stage: Optional[str] = None
+        self._error = error
+
+    # ---- outcome ---------------------------------------------------------------------------
+    @property
+    def error(self) -> Optional[str]:
+        return self._error
+
+    @error.setter
+    def error(self, value: Optional[str]) -> None:
+        # Setting an error ends the trip; a stage should prefer block()/fail(), which name it.
+        self._error = value
+        if value is None:
+            if self.outcome in (BLOCKED, FAILED):
+                self.outcome = CONTINUED
+        elif self.outcome in (CONTINUED, BRANCHED):
+            self.outcome = BLOCKED if value.startswith("blocked") else FAILED
+
+    @property
+    def active(self) -> bool:
+        """Whether later stages still run on this query."""
+        return self.outcome in (CONTINUED, BRANCHED)
+
+    @property
+    def ok(self) -> bool:
+        """A successful request: it went the whole way, or a stage answered it early."""
+        return self._error is None and self.outcome in (CONTINUED, BRANCHED, FINISHED)
+
+    def finish(self, stage: str, answer: Optional[str] = None, citations: Optional[list[str]] = None) -> None:
+        """Answered early (e.g. by a cache): later stages skip it; it counts as a success."""
+        if answer is not None:
+            self.answer = answer
+        if citations is not None:
+            self.citations = list(citations)
+        self.outcome, self.outcome_stage = FINISHED, stage
+
+    def block(self, stage: str, reason: str) -> None:
+        """Refused (e.g. by a guard): later stages skip it; ``error`` says why."""
+        self._error = reason
+        self.outcome, self.outcome_stage = BLOCKED, stage
+
+    def fail(self, stage: str, reason: str) -> None:
+        """The stage could not serve it: later stages skip it; ``error`` says why."""
+        self._error = reason
+        self.outcome, self.outcome_stage = FAILED, stage
+
+    def branch(self, stage: str, target: str) -> None:
+        """Goes on down ``target`` (e.g. a router picking the generate target)."""
+        self.route = target
+        self.outcome, self.outcome_stage = BRANCHED, stage
+
+    # ---- hits ------------------------------------------------------------------------------
+    @property
+    def hits(self) -> list[Hit]:
+        if self._ranked is not None:
+            block, row = self._ranked
+            self._ranked = None
+            self._hits = block.hits(row)
+        return self._hits
+
+    @hits.setter
+    def hits(self, value: list[Hit]) -> None:
+        self._ranked = None
+        self._hits = value
+
+    def set_ranked(self, block: Any, row: int) -> None:
+        """Hold row ``row`` of ``block`` (anything with ``.hits(row) -> list[Hit]`` and ``.count(row)``) as the hits."""
+        self._ranked = (block, row)
+
+    @property
+    def hit_count(self) -> int:
+        """len(hits), without building Hit objects."""
+        if self._ranked is not None:
+            return self._ranked[0].count(self._ranked[1])
+        return len(self._hits)
+
+    def __repr__(self) -> str:
+        return (f"QueryState(id={self.id!r}, text={self.text[:40]!r}, hits={self.hit_count}, "
+                f"outcome={self.outcome!r}, error={self.error!r})")

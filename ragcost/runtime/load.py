@@ -1,0 +1,118 @@
+"""Loading a pipeline YAML: the validated config, its index config and each stage's class and params.
+
+Everything is checked here, at load, with file:line:col: stage types against the stage registry,
+each stage's own params, the index backend and kind against the index registry, and the
+checks named by ``redact:`` against the guard registry. Nothing heavy is loaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from ragcost.config.index import IndexConfig
+from ragcost.config.loader import load_model, position, read_yaml, validate
+from ragcost.config.pipeline import PipelineConfig, stage_params
+from ragcost.errors import ConfigError
+from ragcost.stages.base import Stage, StageParams
+
+
+def resolve(base: Path, rel: str) -> Optional[Path]:
+    """A path relative to the pipeline file's folder, else to the working directory."""
+    for cand in (base / rel, Path(rel)):
+        if cand.exists():
+            return cand
+    return None
+
+
+@dataclass
+class LoadedPipeline:
+    """A pipeline file, validated: nothing opened, nothing loaded."""
+
+    config: PipelineConfig
+    path: Path
+    raw: Any
+    index_config: IndexConfig
+    stage_specs: list[tuple[type[Stage], StageParams]] = field(default_factory=list)
+
+    def where(self, loc: Sequence[Any]) -> str:
+        """``file:line:col`` of a key in the pipeline file (or just the file)."""
+        pos = position(self.raw, list(loc))
+        return f"{self.path}:{pos[0]}:{pos[1]}" if pos else str(self.path)
+
+
+def load_pipeline(path: str | Path) -> LoadedPipeline:
+    import ragcost.stages  # noqa: F401  (registers the built-in stages)
+
+    p = Path(path)
+    raw = read_yaml(p)
+    if raw is None:
+        raise ConfigError(f"{p}: the file is empty; see pipelines/quickstart.yaml for an example")
+    config = validate(PipelineConfig, raw, str(p))
+    lp = LoadedPipeline(config, p, raw, IndexConfig())
+    lp.index_config = _index_config(lp)
+    _check_redact(lp)
+    lp.stage_specs = _stage_specs(lp)
+    return lp
+
+
+def _index_config(lp: LoadedPipeline) -> IndexConfig:
+    from ragcost.index import check_config
+
+    cfg = lp.config
+    if isinstance(cfg.index, str):
+        ipath = resolve(lp.path.parent, cfg.index)
+        if ipath is None:
+            raise ConfigError(f"{lp.where(['index'])}: index: file {cfg.index!r} not found "
+                              f"(looked beside the pipeline and in {Path.cwd()})")
+        index_config = load_model(IndexConfig, ipath)
+        try:
+            check_config(index_config, precision=cfg.embed.precision)
+        except ConfigError as e:
+            raise ConfigError(f"{ipath}: {e}") from None
+        return index_config
+    try:
+        check_config(cfg.index, precision=cfg.embed.precision)
+    except ConfigError as e:
+        field_ = getattr(e, "field", None)
+        raise ConfigError(f"{lp.where(['index', *(field_ or ())])}: index: {e}") from None
+    return cfg.index
+
+
+def _check_redact(lp: LoadedPipeline) -> None:
+    from ragcost.guards import redacting_checks
+
+    try:
+        redacting_checks(lp.config.redact)
+    except ConfigError as e:
+        raise ConfigError(f"{lp.where(['redact'])}: {e}") from None
+
+
+def _stage_specs(lp: LoadedPipeline) -> list[tuple[type[Stage], StageParams]]:
+    from ragcost.stages.base import stage_registry
+
+    specs: list[tuple[type[Stage], StageParams]] = []
+    for i, st in enumerate(lp.config.stages):
+        try:
+            stage_cls = stage_registry.get(st.type)
+        except ConfigError as e:
+            raise ConfigError(f"{lp.where(['stages', i, 'type'])}: stages.{i}.type: {e}") from None
+        params = validate(stage_cls.Params, stage_params(st), str(lp.path), prefix=("stages", i), tree=lp.raw)
+        specs.append((stage_cls, params))
+    _check_placement(lp, specs)
+    return specs
+
+
+def _check_placement(lp: LoadedPipeline, specs: list[tuple[type[Stage], StageParams]]) -> None:
+    """A stage that must answer before generation (a cache) is refused after it, or twice."""
+    types = [cls.type for cls, _ in specs]
+    for i, (cls, _) in enumerate(specs):
+        if cls.placement != "before-generate":
+            continue
+        if types.count(cls.type) > 1 and types.index(cls.type) != i:
+            raise ConfigError(f"{lp.where(['stages', i, 'type'])}: stages.{i}: a second {cls.type!r} stage; "
+                              f"a pipeline has at most one, remove this one")
+        if "generate" in types[:i]:
+            raise ConfigError(f"{lp.where(['stages', i, 'type'])}: stages.{i}: {cls.type!r} after generate cannot "
+                              "save anything (the answer was already paid for); move it before retrieve/generate")

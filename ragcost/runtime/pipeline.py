@@ -1,0 +1,176 @@
+"""A loaded pipeline: its parts (the StageContext stages get), its stages, and the runner over them."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Optional
+
+from ragcost.config.index import IndexConfig
+from ragcost.config.pipeline import PipelineConfig
+from ragcost.cost.pricebook import PriceBook
+from ragcost.errors import ConfigError
+from ragcost.records import QueryState
+from ragcost.runtime.load import LoadedPipeline, load_pipeline, resolve
+from ragcost.runtime.runner import RunResult, Runner
+from ragcost.stages.base import Stage
+
+
+class Pipeline:
+    """A validated pipeline and the parts it needs; heavy parts load on first use.
+
+    It implements :class:`~ragcost.context.StageContext` explicitly (path, base, resource, dim,
+    index_config, index_dir, price_book, embedder, store(), artifact()): that is all a stage sees.
+    """
+
+    def __init__(self, loaded: LoadedPipeline) -> None:
+        self.loaded = loaded
+        self.config: PipelineConfig = loaded.config
+        self.path: Path = loaded.path
+        self.raw = loaded.raw
+        self._index_config = loaded.index_config
+        self._stages: Optional[list[Stage]] = None
+        self._store: Any = None
+        self._artifact: Any = None
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Pipeline":
+        return cls(load_pipeline(path))
+
+    # ---- StageContext ----------------------------------------------------------------------
+    @property
+    def base(self) -> Path:
+        return self.path.parent
+
+    @property
+    def resource(self) -> str:
+        return self.config.resource
+
+    @property
+    def index_config(self) -> IndexConfig:
+        return self._index_config
+
+    @property
+    def index_dir(self) -> Path:
+        return self.config.index_path
+
+    @cached_property
+    def price_book_path(self) -> Path:
+        p = resolve(self.base, self.config.pricing)
+        if p is None:
+            raise ConfigError(f"{self.loaded.where(['pricing'])}: pricing: file {self.config.pricing!r} not found "
+                              f"(looked beside the pipeline and in {Path.cwd()})")
+        return p
+
+    @cached_property
+    def price_book(self) -> PriceBook:
+        from ragcost.cost.pricebook import load_price_book
+
+        return load_price_book(self.price_book_path)
+
+    @cached_property
+    def embedder(self):
+        from ragcost.embed import make_embedder
+
+        return make_embedder(self.config.embed, base=self.base)
+
+    @property
+    def dim(self) -> int:
+        return self.config.embed.dim or self.embedder.native_dim
+
+    def store(self):
+        if self._store is None:
+            from ragcost.store import open_store
+
+            self._store = open_store(self.config.store_url, self.config.name, self.config.fields)
+        return self._store
+
+    def artifact(self):
+        """The built index, refused when anything that made it differs from what the pipeline says now."""
+        if self._artifact is None:
+            from ragcost.index.artifact import open_artifact
+
+            expected = self.index_fingerprint(self.store().revision())
+            self._artifact = open_artifact(self.config.index_path, self.index_config, expected, self.rebuild_hint())
+        return self._artifact
+
+    # ---- the rest of the pipeline ----------------------------------------------------------
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def rebuild_hint(self) -> str:
+        return f"run `ragcost index {self.path}` to rebuild"
+
+    def index_fingerprint(self, corpus_revision: str) -> dict[str, Any]:
+        """What makes the index: model bytes, dim, precision, build parameters, corpus revision."""
+        native = self.embedder.native_dim
+        if self.config.embed.dim and self.config.embed.dim > native:
+            raise ConfigError(f"{self.loaded.where(['embed', 'dim'])}: embed.dim {self.config.embed.dim} is larger "
+                              f"than the model's {native}; use a dim <= {native}")
+        return {
+            "model": self.config.embed.model,
+            "model_fingerprint": self.embedder.fingerprint(),
+            "dim": self.dim,
+            "precision": self.config.embed.precision,
+            "normalize": True,
+            "backend": self.index_config.backend,
+            "kind": self.index_config.kind,
+            "build": self.index_config.build,
+            "corpus_revision": corpus_revision,
+        }
+
+    def resource_refs(self) -> dict[str, str]:
+        """Price-book resources this pipeline names, with where it names them (for validation)."""
+        refs: dict[str, str] = {self.config.resource: self.loaded.where(["resource"])}
+        if self.config.embed.resource:
+            refs.setdefault(self.config.embed.resource, self.loaded.where(["embed", "resource"]))
+        for i, (_, params) in enumerate(self.loaded.stage_specs):
+            if params.resource:
+                refs.setdefault(params.resource, self.loaded.where(["stages", i, "resource"]))
+        return refs
+
+    def check(self) -> None:
+        """Everything `ragcost validate` checks without running: files, price book, resources."""
+        from ragcost.cost.pricebook import check_resources
+
+        check_resources(self.price_book, self.resource_refs())
+        src = self.config.source_config
+        if src.path and resolve(self.base, src.path) is None:
+            raise ConfigError(f"{self.loaded.where(['source'])}: source: {src.path!r} not found; fix the path or pass --source")
+
+    def stages(self) -> list[Stage]:
+        """The implicit embed stage, then the pipeline's stages, each built with this pipeline as its context."""
+        if self._stages is None:
+            from ragcost.stages.embed import EmbedQueries
+
+            stages: list[Stage] = [EmbedQueries(EmbedQueries.Params(resource=self.config.embed.resource), self)]
+            stages += [cls(params, self) for cls, params in self.loaded.stage_specs]
+            self._stages = stages
+        return self._stages
+
+    def stage(self, type_: str) -> Optional[Stage]:
+        return next((s for s in self.stages() if s.type == type_), None)
+
+    def warm_up(self) -> None:
+        for s in self.stages():
+            s.warm_up()
+
+    def storage_bytes(self) -> tuple[int, int]:
+        """(RAM, disk) bytes the index keeps, by the one storage formula (ragcost.cost.storage)."""
+        from ragcost.cost.storage import storage_bytes
+
+        m = self.artifact().manifest
+        return storage_bytes(m.index_bytes, m.vector_count, m.dim, m.file_bytes)
+
+    def storage_usd_per_query(self) -> float:
+        from ragcost.cost.compute import storage_cost_per_query
+
+        return storage_cost_per_query(*self.storage_bytes(), self.price_book)
+
+    def run(self, states: list[QueryState]) -> RunResult:
+        """One batch through every stage, timed and priced; storage is added by the caller."""
+        result = Runner(self.stages(), self.price_book).run(states)
+        result.storage_usd_per_query = self.storage_usd_per_query()
+        return result

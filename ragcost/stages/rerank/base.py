@@ -1,0 +1,56 @@
+"""The Reranker protocol: one method (``rerank``) re-scores the hits of a batch in place; registered by name."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar, Optional
+
+from pydantic import Field
+
+from ragcost.config.base import Strict
+from ragcost.context import StageContext
+from ragcost.records import Hit, QueryState, UsageRecord
+from ragcost.registry import Registry
+
+
+class RerankerParams(Strict):
+    """Options every backend shares; each backend adds its own (``extra="forbid"``)."""
+
+    top_n: Optional[int] = Field(None, ge=1, description="hits kept after re-ranking; default: as many as came in")
+
+
+class Reranker(ABC):
+    """Re-scores hits; the rerank stage sorts and cuts. ``score_scale`` says what its scores mean
+    (``cosine`` in [-1, 1], ``probability`` in [0, 1], ``logit``, ``rrf``), for the useful-document judge."""
+
+    name: ClassVar[str]
+    Params: ClassVar[type[RerankerParams]] = RerankerParams
+    score_scale: ClassVar[str] = "cosine"
+
+    def __init__(self, params: RerankerParams, ctx: StageContext) -> None:
+        self.params = params
+        self.ctx = ctx
+
+    def warm_up(self) -> None:
+        """Load models or indexes once."""
+
+    @abstractmethod
+    def rerank(self, batch: list[QueryState], usage: UsageRecord) -> None:
+        """Set new scores on ``s.hits`` and report ``usage.notes["rerank"]``."""
+
+
+reranker_registry: Registry[type[Reranker]] = Registry("rerank backend")
+
+
+def sort_hits(hits: list[Hit]) -> list[Hit]:
+    """Best score first; ties keep the order they came in (a stable sort)."""
+    return sorted(hits, key=lambda h: -h.score)
+
+
+def batches(n: int, size: int) -> int:
+    return -(-n // size) if n else 0
+
+
+def hit_from_row(r: dict[str, Any], score: float) -> Hit:
+    """A Hit from a ``DocumentStore.chunks`` row."""
+    return Hit(int(r["label"]), r["doc_id"], float(score), r.get("title") or "", r["text"], r.get("chunk_no", 0), r.get("metadata") or {})

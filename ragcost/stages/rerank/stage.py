@@ -1,0 +1,72 @@
+"""Batch re-ranking as a costed stage: one stage type ``rerank``, a ``backend`` registered by name.
+
+```yaml
+- {type: rerank, backend: cross-encoder, model: ./models/my-cross-encoder, top_n: 5, batch_size: 32}
+- {type: rerank, backend: rescore, top_n: 10}          # exact scores on full vectors beside a compressed index
+- {type: rerank, backend: hybrid, sparse_k: 100, rrf_k: 60}   # BM25 fused with the dense hits (RRF)
+```
+
+The stage re-orders ``s.hits`` (and keeps ``top_n``); ``Hit.score`` becomes the backend's score:
+the cross-encoder's (sigmoid for a one-label model), the exact cosine, or the fused RRF score.
+It reports ``usage.notes["rerank"] = {"scored": pairs, "batches": n}``; the runner times and prices it.
+Usable alone: ``Rerank(Rerank.Params(backend="rescore"), ctx).run(states, usage)``.
+"""
+
+from __future__ import annotations
+
+from pydantic import ConfigDict, Field, ValidationError, model_validator
+
+from ragcost.config.base import one_line
+from ragcost.records import QueryState, UsageRecord
+from ragcost.stages.base import Stage, StageParams, stage_registry
+from ragcost.stages.rerank.base import RerankerParams, reranker_registry, sort_hits
+
+
+class RerankParams(StageParams):
+    """``backend`` plus that backend's own options, given flat in the stage's YAML."""
+
+    model_config = ConfigDict(extra="allow")
+    backend: str = Field("cross-encoder", description="a registered rerank backend: cross-encoder | rescore | hybrid")
+
+    @model_validator(mode="after")
+    def _backend_options(self) -> "RerankParams":
+        self.backend_params()
+        return self
+
+    def backend_params(self) -> RerankerParams:
+        if self.backend not in reranker_registry:
+            raise ValueError(f"unknown rerank backend {self.backend!r}; installed: {reranker_registry.known()}")
+        cls = reranker_registry.get(self.backend)
+        try:
+            return cls.Params.model_validate(dict(self.model_extra or {}))
+        except ValidationError as e:
+            raise ValueError(f"backend {self.backend!r}: {one_line(e, known=list(cls.Params.model_fields))}") from None
+
+
+@stage_registry.register("rerank")
+class Rerank(Stage):
+    type = "rerank"
+    Params = RerankParams
+
+    def __init__(self, params: RerankParams, ctx) -> None:
+        super().__init__(params, ctx)
+        self.backend = reranker_registry.get(params.backend)(params.backend_params(), ctx)
+
+    @property
+    def name(self) -> str:
+        return self.params.name or f"rerank:{self.params.backend}"
+
+    @property
+    def score_scale(self) -> str:
+        return self.backend.score_scale
+
+    def warm_up(self) -> None:
+        self.backend.warm_up()
+
+    def run(self, batch: list[QueryState], usage: UsageRecord) -> list[QueryState]:
+        self.backend.rerank(batch, usage)
+        top_n = self.backend.params.top_n
+        for s in batch:
+            s.hits = sort_hits(s.hits)[:top_n] if top_n else sort_hits(s.hits)
+        usage.notes.setdefault("rerank", {"scored": 0, "batches": 0})
+        return batch
