@@ -16,4 +16,6 @@ fi
 bash scripts/ci_vllm.sh .vllm-venv
 # In CI a missing service is a failure, not a skip.
 if [ "${CI:-}" = true ]; then export RAGCOST_REQUIRE_POSTGRES=1 RAGCOST_REQUIRE_VLLM=1 RAGCOST_REQUIRE_CHROMIUM=1; fi
+# The layer contract (pyproject.toml [tool.importlinter]): no upward import, no import cycle.
+.venv/bin/lint-imports
 exec .venv/bin/python -m pytest "$@"

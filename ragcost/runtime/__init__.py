@@ -1,0 +1,1 @@
+"""The runtime: loading a pipeline, its parts, the one runner, querying and indexing."""
