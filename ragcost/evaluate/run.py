@@ -24,6 +24,7 @@ import numpy as np
 
 from ragcost.records import UsageRecord
 from ragcost.errors import ConfigError, RagcostError
+from ragcost.index.collapse import DocMap, collapse
 from ragcost.evaluate.spec import Candidate, LoadedSpec, Skipped, expand
 from ragcost.evaluate.vectors import DEFAULT_CACHE, CorpusVectors, QueryVectors, embed_corpus, embed_queries
 
@@ -255,6 +256,7 @@ class _Evaluator:
         perm = np.argsort(corpus.doc_of, kind="stable")
         bounds = np.flatnonzero(np.r_[True, np.diff(corpus.doc_of[perm]) != 0, True])
         self._doc_rows = [perm[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1)]
+        self._docmap = DocMap.from_ordinals(corpus.labels, corpus.doc_of, corpus.doc_ids)
 
     def vectors_at(self, dim: int) -> np.ndarray:
         from ragcost.embed.reduce import truncate
@@ -285,14 +287,11 @@ class _Evaluator:
 
     # ---- one configuration ---------------------------------------------------------------
 
-    def _collapse(self, scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(doc positions, their best chunk's label, score), best first, one per document."""
-        ok = labels >= 0
-        lab, sc = labels[ok], scores[ok]
-        docs = self.corpus.doc_of[np.searchsorted(self.corpus.labels, lab)]
-        _, first = np.unique(docs, return_index=True)
-        first.sort()
-        return docs[first], lab[first], sc[first]
+    def _collapse(self, scores: np.ndarray, labels: np.ndarray, want: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(doc positions, their best chunk's label, score), best first, at most ``want`` documents."""
+        lb, sc, dd, counts = collapse(scores[None, :], labels[None, :], self._docmap, np.array([want]), want)
+        n = int(counts[0])
+        return dd[0, :n].astype(np.int64), lb[0, :n], sc[0, :n]
 
     def _retrieve(self, index: Any, q: np.ndarray, want: int, params: Optional[dict]) -> tuple[tuple, float]:
         """One query, timed: fetch chunks, collapse, fetch wider while too few documents came back."""
@@ -301,12 +300,12 @@ class _Evaluator:
         t0 = perf_counter()
         while True:
             scores, labels = index.search(q, fetch, params=params)
-            got = self._collapse(scores[0], labels[0])
+            got = self._collapse(scores[0], labels[0], want)
             if len(got[0]) >= want or fetch >= n:
                 break
             fetch = min(n, fetch * 4)
         seconds = perf_counter() - t0
-        return tuple(x[:want] for x in got), seconds
+        return got, seconds
 
     def measure(self, c: Candidate, index: Any, build_s: float, kth: dict[int, np.ndarray]) -> ConfigResult:
         from ragcost.cost.compute import cost_of, storage_cost_per_query
