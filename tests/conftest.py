@@ -86,3 +86,30 @@ def any_store_url(request, tmp_path):
     if request.param == "duckdb":
         return f"duckdb:///{tmp_path}/nested/store.duckdb"
     return request.getfixturevalue("postgres_url")
+
+
+@pytest.fixture(scope="session")
+def kb_pipeline(tmp_path_factory):
+    """The tiny support-KB corpus indexed once (hnswlib, packaged MiniLM): a real StageContext for contract tests."""
+    from ragcost.runtime.indexing import run_index
+    from ragcost.runtime.pipeline import Pipeline
+    from tests.cli.conftest import write_corpus, write_pipeline
+
+    folder = tmp_path_factory.mktemp("kb-contract")
+    write_corpus(folder / "kb.jsonl")
+    pipe = Pipeline.load(write_pipeline(folder))
+    run_index(pipe)
+    yield pipe
+    pipe.close()
+
+
+def retrieved_states(pipe, texts: list[str], k: int = 3):
+    """Query states after the pipeline's embed and retrieve stages (hits filled from the store)."""
+    from ragcost.records import QueryState
+    from ragcost.runtime.runner import Runner
+
+    states = [QueryState(text=t, id=f"q{i}", k=k) for i, t in enumerate(texts)]
+    Runner([s for s in pipe.stages() if s.type in ("embed", "retrieve")], pipe.price_book).run(states)
+    for s in states:
+        s.hits  # noqa: B018 - build the Hit objects while the store is open
+    return states

@@ -11,7 +11,8 @@ Schema
     price_book_version, config (JSON text).
 ``rc_ledger_queries``: one per query.
     query_id (pk), run_id, at, text, ok (the request succeeded), useful (useful documents
-    delivered), cost_usd (sum of its stage rows), retrieved (documents in the final context), error.
+    delivered), cost_usd (sum of its stage rows), retrieved (documents in the final context), error,
+    outcome (continued | branched | finished | blocked | failed), outcome_stage, route.
 ``rc_ledger_stage_calls``: one per (query, stage call).
     id (pk), query_id, run_id, call_id (the rows of one batch call share it), seq (stage order
     within the query), stage, resource,
@@ -61,6 +62,11 @@ queries = sa.Table(
     sa.Column("cost_usd", sa.Double, nullable=False),
     sa.Column("retrieved", sa.Integer, nullable=False),
     sa.Column("error", sa.Text),
+    # How the query's trip ended: continued (ran every stage), branched, finished (answered early,
+    # e.g. a cache hit), blocked (a guard) or failed; the stage that decided it; a router's target.
+    sa.Column("outcome", sa.String(16)),
+    sa.Column("outcome_stage", sa.String(100)),
+    sa.Column("route", sa.String(100)),
 )
 
 stage_calls = sa.Table(
@@ -178,6 +184,7 @@ class Ledger:
             "cost_usd": float(query["cost_usd"]) if query.get("cost_usd") is not None
             else sum(float(r["cost_usd"]) for r in rows),
             "retrieved": int(query.get("retrieved", 0)), "error": query.get("error"),
+            "outcome": query.get("outcome"), "outcome_stage": query.get("outcome_stage"), "route": query.get("route"),
         }
         with self.engine.begin() as conn:  # rolled back as a whole on any error
             conn.execute(sa.insert(queries).values(**qrow))

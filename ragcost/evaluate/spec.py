@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
+
+from ragcost.config.base import Strict
 
 from ragcost.config.index import IndexConfig
 from ragcost.config.loader import format_validation_error, load_model, position, read_yaml, validate
@@ -25,11 +27,7 @@ METRICS = ("ndcg", "recall", "mrr", "precision")
 _METRIC = re.compile(r"^(ndcg|recall|mrr|precision)(?:@(\d+))?$")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class GridEntry(_Strict):
+class GridEntry(Strict):
     """One index config (or a glob of them) and what to vary on it."""
 
     index: str = Field(description="index YAML file or glob, relative to the spec file (e.g. ../indexes/hnsw-*.yaml)")
@@ -50,7 +48,7 @@ class GridEntry(_Strict):
         return v
 
 
-class EvalSpec(_Strict):
+class EvalSpec(Strict):
     """What `ragcost eval` compares."""
 
     name: Optional[str] = Field(None, description="label of this evaluation; default: the spec file's stem")

@@ -149,7 +149,8 @@ def _write_ledger(pipe: Pipeline, ledger, run_id: str, res) -> None:
         rows.append(storage_row(ram, disk, book))
         ledger.record_query(
             run_id,
-            {"text": s.text, "ok": s.error is None, "useful": useful_count(pipe, s), "retrieved": len(s.hits), "error": s.error},
+            {"text": s.text, "ok": s.ok, "useful": useful_count(pipe, s) if s.ok else 0, "retrieved": len(s.hits),
+             "error": s.error, "outcome": s.outcome, "outcome_stage": s.outcome_stage, "route": s.route},
             rows,
         )
 

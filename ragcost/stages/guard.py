@@ -20,10 +20,10 @@ from typing import Any, Optional, Union
 
 from pydantic import Field, ValidationError, model_validator
 
-from ragcost.records import UsageRecord
+from ragcost.config.base import one_line
 from ragcost.guards import guard_registry
 from ragcost.guards.base import Finding, Guard, Policy, Target
-from ragcost.records import QueryState
+from ragcost.records import QueryState, UsageRecord
 from ragcost.stages.base import Stage, StageParams, stage_registry
 
 
@@ -49,16 +49,14 @@ def build_check(spec: Union[str, dict[str, Any]], stage: GuardStageParams, ctx=N
         opts = dict(spec)
         name = opts.pop("check", None)
         if not isinstance(name, str):
-            raise ValueError(f"{where}: a check given as a mapping needs 'check: NAME' (known: {', '.join(guard_registry.names())})")
+            raise ValueError(f"{where}: a check given as a mapping needs 'check: NAME' (installed: {guard_registry.known()})")
     if name not in guard_registry:
-        raise ValueError(f"{where}: unknown guard check {name!r}; known: {', '.join(guard_registry.names())}")
+        raise ValueError(f"{where}: unknown guard check {name!r}; installed: {guard_registry.known()}")
     cls = guard_registry.get(name)
     try:
         params = cls.Params.model_validate(opts)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        raise ValueError(f"{where} ({name}){'.' + loc if loc else ''}: {err['msg']}") from None
+        raise ValueError(f"{where} ({name}).{one_line(e, known=list(cls.Params.model_fields))}") from None
     if stage.on not in cls.targets:
         raise ValueError(f"{where}: check {name!r} runs on {' or '.join(cls.targets)}, not on {stage.on!r}; put it in a guard stage with on: {cls.targets[0]}")
     policy = params.policy or stage.policy or cls.default_policy

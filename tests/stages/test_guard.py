@@ -80,8 +80,8 @@ class TestPolicies:
         ({"checks": ["grounded"]}, r"'grounded' runs on answer, not on 'query'"),
         ({"checks": ["prompt_injection"], "policy": "redact"}, r"cannot 'redact'; its policies: block, drop, flag"),
         ({"checks": ["pii"], "on": "answer", "policy": "drop"}, r"'drop' removes retrieved chunks, so it needs on: context"),
-        ({"checks": ["toxicity"]}, r"unknown guard check 'toxicity'; known: budget, grounded, pii, prompt_injection"),
-        ({"checks": [{"check": "budget", "limit_usd": 1}]}, r"checks.0 \(budget\).resource: Field required"),
+        ({"checks": ["toxicity"]}, r"unknown guard check 'toxicity'; installed: budget, grounded, pii, prompt_injection"),
+        ({"checks": [{"check": "budget", "limit_usd": 1}]}, r"checks.0 \(budget\).resource: required field is missing"),
         ({"checks": [{"check": "pii", "kinds": ["ssn"]}]}, r"unknown PII kind"),
     ])
     def test_bad_configs_name_the_fix(self, params, match):
