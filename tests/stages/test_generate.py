@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from ragcost.cost.compute import cost_of
 from ragcost.errors import DependencyError
 from ragcost.generate.attempt import Attempt
-from ragcost.generate.offline import fill_from_output, load_llm
+from ragcost.generate.vllm_offline import fill_from_output, load_llm
 from ragcost.generate.params import BackendParams
 from ragcost.generate.prompt import approx_tokens, build_prompt, cited
 from ragcost.stages.generate import Generate, busy_seconds
