@@ -34,7 +34,8 @@ class BackendParams(Strict):
 
     backend: str = Field(
         "extractive", description="a registered generate backend: extractive (no LLM), vllm (OpenAI-compatible server), "
-                                  "openai (hosted API), vllm-offline (in-process vllm.LLM), or a plugin's")
+                                  "openai (hosted API), vllm-offline (in-process vllm.LLM), or a plugin's",
+        json_schema_extra=lambda schema: schema.update(examples=generator_registry.names()))  # those installed when the schema is made
     label: Optional[str] = Field(None, description="name in reports, e.g. large/small; default: backend[:model]")
     resource: Optional[str] = Field(None, description="price-book resource of this backend; default: the stage's")
     base_url: Optional[str] = Field(None, description="server URL ending in /v1 (vllm, openai)")

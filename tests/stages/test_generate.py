@@ -34,6 +34,10 @@ class TestGenerateParams:
         with pytest.raises(ValidationError, match=r"fallback\.0\.backend"):
             Generate.Params(fallback=[{"backend": "gpt"}])
 
+    def test_the_json_schema_offers_the_installed_backends(self):
+        examples = BackendParams.model_json_schema()["properties"]["backend"]["examples"]
+        assert {"extractive", "vllm", "openai", "vllm-offline"} <= set(examples)
+
     def test_a_template_without_placeholders_is_refused(self):
         with pytest.raises(ValidationError, match="context"):
             Generate.Params(template="just {question}")
