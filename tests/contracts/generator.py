@@ -16,6 +16,7 @@ the error must contain. Then every test below runs against it::
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any, ClassVar, Optional
 
 import pytest
@@ -24,13 +25,21 @@ from pydantic import ValidationError
 from ragcost.generate import Attempt, BackendParams, Generator, Prompt, generator_registry
 from ragcost.generate.attempt import USAGE_NONE
 from ragcost.generate.prompt import build_prompt, cited
-from ragcost.records import Hit
+from ragcost.records import Hit, QueryState, UsageRecord
 
 QUESTION = "how long do I have to get a refund?"
 SOURCES = [
     Hit(1, "kb-1", 0.9, "Refund policy", "Customers can ask for a refund within 30 days. Write to billing to start it."),
     Hit(2, "kb-7", 0.7, "Cancel subscription", "Cancel at any time. Billing stops at the end of the current period."),
 ]
+
+BOOK = """\
+version: "contract.1"
+as_of: 2026-12-01
+queries_per_month: 1000
+resources:
+  cpu: {kind: time, usd_per_hour: 0.36, source: test}
+"""
 
 
 def generate_batch(gen: Generator, prompts: list[Prompt], concurrency: Optional[int] = None) -> list[tuple[Attempt, list[str]]]:
@@ -120,3 +129,21 @@ class GeneratorContract:
         for _ in range(2):  # open, generate, aclose; and again
             results = generate_batch(generator, prompts, concurrency=2)
             assert [a.ok for a, _ in results] == [True] * 3, [a.error for a, _ in results]
+
+    def test_runs_in_the_generate_stage_with_one_priced_record_per_attempt(self, params, tmp_path):
+        from ragcost.cost.pricebook import load_price_book
+        from ragcost.stages.generate import Generate
+
+        (tmp_path / "book.yaml").write_text(BOOK)
+        ctx = SimpleNamespace(resource="cpu", price_book=load_price_book(tmp_path / "book.yaml"), path=tmp_path / "p.yaml", base=tmp_path)
+        stage = Generate(Generate.Params(**{**params.model_dump(), "resource": "cpu"}), ctx)
+        stage.warm_up()
+        streamed: dict[str, list[str]] = {}
+        stage.on_event = lambda s, kind, text: streamed.setdefault(s.id, []).append(text) if kind == "text" else None
+        batch = [QueryState(text=QUESTION, id=f"q{i}", hits=list(SOURCES)) for i in range(2)]
+        stage.run(batch, UsageRecord(stage=stage.name, resource="cpu", items=2))
+        for s in batch:
+            assert s.error is None and s.answer and "".join(streamed[s.id]) == s.answer and s.citations
+            [rec] = s.usage
+            assert rec.resource == "cpu" and rec.failures == 0 and rec.shared_by == 2 and rec.notes["usage"] != USAGE_NONE
+        assert batch[0].usage[0].call_id == batch[1].usage[0].call_id  # one busy period of the resource, shared
