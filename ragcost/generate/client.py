@@ -2,6 +2,8 @@
 
 A request never raises for a server or network fault: it returns an :class:`Attempt` with
 ``ok=False``, the error, whether a retry may help, and whatever usage the server sent.
+:class:`OpenAICompatible` is the base of the ``vllm`` and ``openai`` backends: one pooled
+client per batch, sized to the stage's concurrency.
 """
 
 from __future__ import annotations
@@ -10,22 +12,27 @@ import asyncio
 import json
 import os
 from time import perf_counter
-from typing import Any, Callable, Optional
+from typing import Any, ClassVar, Optional
 
 from ragcost.errors import ConfigError
 from ragcost.generate.attempt import USAGE_CHUNKS, USAGE_PARTIAL, USAGE_SERVER, Attempt
+from ragcost.generate.base import Generator, OnText
 from ragcost.generate.params import BackendParams
 from ragcost.generate.prompt import Prompt
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
-OnText = Callable[[str], None]
 
 
 class MalformedStream(Exception):
     """The server's event stream broke the protocol (bad JSON, an error event, no [DONE])."""
 
 
-def request_body(params: BackendParams, prompt: Prompt) -> dict[str, Any]:
+def endpoint(base_url: str, api: str) -> str:
+    base = base_url.rstrip("/")
+    return f"{base}/chat/completions" if api == "chat" else f"{base}/completions"
+
+
+def request_body(params: BackendParams, prompt: Prompt, continuous_usage: bool = False) -> dict[str, Any]:
     body: dict[str, Any] = {"model": params.model, "max_tokens": params.max_tokens, "temperature": params.temperature}
     if params.api == "chat":
         body["messages"] = prompt.messages()
@@ -34,7 +41,7 @@ def request_body(params: BackendParams, prompt: Prompt) -> dict[str, Any]:
     if params.stream:
         body["stream"] = True
         opts: dict[str, Any] = {"include_usage": True}
-        if params.wants_continuous_usage:
+        if continuous_usage:
             opts["continuous_usage_stats"] = True  # vLLM: usage in every chunk
         body["stream_options"] = opts
     body.update(params.extra_body)
@@ -100,18 +107,17 @@ async def _read_stream(resp, att: Attempt, api: str, on_text: Optional[OnText]) 
         att.usage_source = USAGE_SERVER  # the last usage before [DONE] is the final one
 
 
-async def _once(client, params: BackendParams, prompt: Prompt, att: Attempt, on_text: Optional[OnText]) -> None:
-    body = request_body(params, prompt)
+async def _once(client, params: BackendParams, url: str, body: dict, att: Attempt, on_text: Optional[OnText]) -> None:
     att.start = perf_counter()
     if params.stream:
-        async with client.stream("POST", params.url, json=body, headers=headers(params)) as resp:
+        async with client.stream("POST", url, json=body, headers=headers(params)) as resp:
             att.status = resp.status_code
             if resp.status_code >= 400:
                 text = (await resp.aread()).decode("utf-8", "replace")
                 raise _HTTPFault(resp.status_code, text)
             await _read_stream(resp, att, params.api, on_text)
     else:
-        resp = await client.post(params.url, json=body, headers=headers(params))
+        resp = await client.post(url, json=body, headers=headers(params))
         att.status = resp.status_code
         if resp.status_code >= 400:
             raise _HTTPFault(resp.status_code, resp.text)
@@ -133,12 +139,12 @@ class _HTTPFault(Exception):
         self.status = status
 
 
-async def complete(client, params: BackendParams, prompt: Prompt, att: Attempt, on_text: Optional[OnText] = None) -> Attempt:
-    """Send one request; fill and return ``att`` (never raises for server or network faults)."""
+async def complete(client, params: BackendParams, url: str, body: dict, att: Attempt, on_text: Optional[OnText] = None) -> Attempt:
+    """POST ``body`` to ``url``; fill and return ``att`` (never raises for server or network faults)."""
     import httpx
 
     try:
-        await asyncio.wait_for(_once(client, params, prompt, att, on_text), timeout=params.timeout_s)
+        await asyncio.wait_for(_once(client, params, url, body, att, on_text), timeout=params.timeout_s)
         att.ok = True
     except _HTTPFault as e:
         att.error, att.status, att.retryable = str(e), e.status, e.status in RETRY_STATUS
@@ -163,3 +169,47 @@ def make_client(concurrency: int, params: BackendParams):
     timeout = httpx.Timeout(params.timeout_s, connect=params.connect_timeout_s, read=params.read_timeout_s)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     return httpx.AsyncClient(timeout=timeout, limits=limits)
+
+
+class OpenAICompatible(Generator):
+    """A server that speaks OpenAI's /v1/chat/completions or /v1/completions, streamed with SSE."""
+
+    default_base_url: ClassVar[Optional[str]] = None  # None: the params must give base_url
+    continuous_usage: ClassVar[bool] = False  # ask for usage in every chunk unless the params say
+
+    def __init__(self, params: BackendParams) -> None:
+        super().__init__(params)
+        self._client = None
+
+    @classmethod
+    def check(cls, params: BackendParams) -> None:
+        if not params.model:
+            raise ValueError(f"backend {params.backend!r} needs model: (the served model name)")
+        if not (params.base_url or cls.default_base_url):
+            raise ValueError(f"backend {params.backend!r} needs base_url:, e.g. http://127.0.0.1:8000/v1")
+
+    @property
+    def url(self) -> str:
+        return endpoint(self.params.base_url or self.default_base_url or "", self.params.api)
+
+    @property
+    def wants_continuous_usage(self) -> bool:
+        own = self.params.continuous_usage
+        return self.continuous_usage if own is None else own
+
+    def warm_up(self) -> None:
+        headers(self.params)  # a missing API key fails now, not after the first batch
+
+    async def open(self, concurrency: int, window_s: float) -> None:
+        self._client = make_client(concurrency, self.params)
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    async def generate(self, prompt: Prompt, attempt: Attempt, on_text: OnText) -> None:
+        if self._client is None:
+            raise RuntimeError(f"generate backend {self.params.backend_name!r}: call open() before generate()")
+        body = request_body(self.params, prompt, self.wants_continuous_usage)
+        await complete(self._client, self.params, self.url, body, attempt, on_text)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
+from time import perf_counter
 
+from ragcost.generate.attempt import USAGE_LOCAL, Attempt
+from ragcost.generate.base import Generator, OnText, generator_registry
 from ragcost.generate.prompt import Prompt
 
 SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
@@ -44,3 +47,15 @@ def extract(question: str, prompt: Prompt, sentences: int) -> tuple[str, list[in
         if n not in used:
             used.append(n)
     return " ".join(f"{s} [{n}]" for _, _, n, s in best), used
+
+
+@generator_registry.register("extractive")
+class Extractive(Generator):
+    """No LLM and no cost beyond CPU time: the best ``sentences`` of the prompt's sources, cited."""
+
+    async def generate(self, prompt: Prompt, attempt: Attempt, on_text: OnText) -> None:
+        attempt.start = perf_counter()
+        attempt.text, _ = extract(prompt.question, prompt, self.params.sentences)
+        attempt.end = perf_counter()
+        attempt.ok, attempt.usage_source, attempt.chunks = True, USAGE_LOCAL, 1
+        on_text(attempt.text)

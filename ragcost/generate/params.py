@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
-BACKENDS = ("extractive", "vllm", "openai", "vllm-offline")
+from ragcost.config.base import Strict
+from ragcost.generate.registry import generator_registry
+
 DEFAULT_SYSTEM = (
     "Answer the question using only the numbered passages. Cite every passage you use as [1], [2], ... "
     "If the passages do not contain the answer, say so."
@@ -14,22 +16,26 @@ DEFAULT_SYSTEM = (
 DEFAULT_TEMPLATE = "Passages:\n{context}\n\nQuestion: {question}\nAnswer:"
 
 
-class RetryParams(BaseModel):
+class RetryParams(Strict):
     """Exponential backoff with jitter between attempts of one backend (tenacity)."""
 
-    model_config = ConfigDict(extra="forbid")
     attempts: int = Field(3, ge=1, le=20, description="tries per backend, the first included")
     initial_s: float = Field(0.5, ge=0, description="first backoff; doubles each retry")
     max_s: float = Field(8.0, ge=0, description="largest backoff")
     jitter_s: float = Field(0.5, ge=0, description="uniform random seconds added to each backoff")
 
 
-class BackendParams(BaseModel):
-    """One generator in the chain: the stage's own (primary) or a ``fallback`` entry."""
+class BackendParams(Strict):
+    """One generator in the chain: the stage's own (primary) or a ``fallback`` entry.
 
-    model_config = ConfigDict(extra="forbid")
-    backend: Literal["extractive", "vllm", "openai", "vllm-offline"] = Field(
-        "extractive", description="extractive (no LLM), vllm (OpenAI-compatible server), openai (hosted API), vllm-offline (in-process vllm.LLM)")
+    The fields of every built-in backend, flat (YAML maps one-to-one); each backend's class
+    checks the ones it needs (:meth:`ragcost.generate.base.Generator.check`).
+    """
+
+    backend: str = Field(
+        "extractive", description="a registered generate backend: extractive (no LLM), vllm (OpenAI-compatible server), "
+                                  "openai (hosted API), vllm-offline (in-process vllm.LLM), or a plugin's",
+        json_schema_extra=lambda schema: schema.update(examples=generator_registry.names()))  # those installed when the schema is made
     label: Optional[str] = Field(None, description="name in reports, e.g. large/small; default: backend[:model]")
     resource: Optional[str] = Field(None, description="price-book resource of this backend; default: the stage's")
     base_url: Optional[str] = Field(None, description="server URL ending in /v1 (vllm, openai)")
@@ -54,27 +60,20 @@ class BackendParams(BaseModel):
     extra_body: dict[str, Any] = Field(default_factory=dict, description="extra request fields, e.g. {ignore_eos: true} for vLLM")
     engine_args: dict[str, Any] = Field(default_factory=dict, description="vllm-offline: keyword arguments of vllm.LLM")
 
+    @field_validator("backend")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        if name not in generator_registry:
+            raise ValueError(f"unknown generate backend {name!r}; installed: {generator_registry.known()}")
+        return name
+
     @model_validator(mode="after")
     def _needs(self) -> "BackendParams":
-        if self.backend in ("vllm", "openai", "vllm-offline") and not self.model:
-            raise ValueError(f"backend {self.backend!r} needs model: (the served model name, or a local path for vllm-offline)")
-        if self.backend == "vllm" and not self.base_url:
-            raise ValueError("backend 'vllm' needs base_url:, e.g. http://127.0.0.1:8000/v1")
-        if self.backend == "openai" and not self.api_key_env:
-            raise ValueError("backend 'openai' needs api_key_env: the name of the variable holding the key, e.g. OPENAI_API_KEY")
         if "{context}" not in self.template or "{question}" not in self.template:
             raise ValueError("template must contain {context} and {question}")
+        generator_registry.get(self.backend).check(self)  # what this backend needs (model, base_url, ...)
         return self
 
     @property
     def backend_name(self) -> str:
-        return self.label or (f"{self.backend}:{self.model}" if self.model and self.backend != "vllm-offline" else self.backend)
-
-    @property
-    def url(self) -> str:
-        base = (self.base_url or "https://api.openai.com/v1").rstrip("/")
-        return f"{base}/chat/completions" if self.api == "chat" else f"{base}/completions"
-
-    @property
-    def wants_continuous_usage(self) -> bool:
-        return self.backend == "vllm" if self.continuous_usage is None else self.continuous_usage
+        return self.label or generator_registry.get(self.backend).default_label(self)

@@ -6,13 +6,11 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import Callable, Optional
 
 from ragcost.errors import ConfigError, DependencyError
 from ragcost.generate.params import BackendParams
-
-if TYPE_CHECKING:  # stages import this package: no runtime import back
-    from ragcost.records import Hit
+from ragcost.records import Hit
 
 CITE = re.compile(r"\[(\d{1,3})\]")
 
@@ -26,6 +24,7 @@ class Prompt:
     sources: list[Hit] = field(default_factory=list)  # sources[n-1] is [n]
     context_tokens: int = 0  # counted with the backend's counter
     dropped: int = 0  # chunks left out by the budget
+    question: str = ""  # the query as asked, for backends that answer without an LLM (extractive)
 
     def messages(self) -> list[dict[str, str]]:
         return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user}]
@@ -99,7 +98,7 @@ def build_prompt(question: str, hits: list[Hit], params: BackendParams, count: O
         used += cost
     context = "\n\n".join(blocks) if blocks else "(no passages were retrieved)"
     user = params.template.format(context=context, question=question)
-    return Prompt(params.system, user, sources, used, len(candidates) - len(sources))
+    return Prompt(params.system, user, sources, used, len(candidates) - len(sources), question)
 
 
 def cited(answer: str, sources: list[Hit]) -> list[str]:

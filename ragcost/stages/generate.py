@@ -19,16 +19,14 @@ from __future__ import annotations
 import asyncio
 import uuid
 from time import perf_counter
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from pydantic import Field
 
-from ragcost.records import UsageRecord
-from ragcost.errors import ConfigError
-from ragcost.generate.attempt import USAGE_LOCAL, Attempt, AttemptError
-from ragcost.generate.params import BackendParams
-from ragcost.generate.prompt import Prompt, build_prompt, cited, token_counter
-from ragcost.records import QueryState
+from ragcost.generate import Attempt, BackendParams, Generator, Prompt, generator_registry
+from ragcost.generate.attempt import AttemptError
+from ragcost.generate.prompt import build_prompt, cited, token_counter
+from ragcost.records import QueryState, UsageRecord
 from ragcost.stages.base import Stage, StageParams, stage_registry
 
 # on_event(state, kind, payload): kind is "text" (a streamed piece), "retry", "fallback" or "failed".
@@ -64,13 +62,14 @@ class Generate(Stage):
     def __init__(self, params: GenerateParams, ctx) -> None:
         super().__init__(params, ctx)
         self.on_event: Optional[OnEvent] = None
-        self._offline: dict[int, Any] = {}
-        self._llms: dict[int, Any] = {}
+        own = {k: getattr(params, k) for k in BackendParams.model_fields}
+        self._chain = [BackendParams(**own), *params.fallback]
+        # One backend object per entry of the chain, built by its registered class (cheap: nothing loads here).
+        self.generators: list[Generator] = [generator_registry.get(b.backend)(b) for b in self._chain]
 
     # ---- the chain ---------------------------------------------------------------------------
     def chain(self) -> list[BackendParams]:
-        own = {k: getattr(self.params, k) for k in BackendParams.model_fields}
-        return [BackendParams(**own), *self.params.fallback]
+        return list(self._chain)
 
     def resource_of(self, i: int, b: BackendParams) -> str:
         if b.resource:
@@ -81,15 +80,10 @@ class Generate(Stage):
         return self.name if i == 0 else f"{self.name}/{b.backend_name}"
 
     def warm_up(self) -> None:
-        from ragcost.generate.client import headers
-        from ragcost.generate.offline import load_llm
-
-        for i, b in enumerate(self.chain()):
+        for i, (b, gen) in enumerate(zip(self._chain, self.generators)):
             self.ctx.price_book.resource(self.resource_of(i, b), f"{self.ctx.path}: stage {self.name!r} backend {b.backend_name!r}")
-            headers(b)  # a missing API key fails now, not after the first batch
             token_counter(b)
-            if b.backend == "vllm-offline" and i not in self._llms:
-                self._llms[i] = load_llm(b)
+            gen.warm_up()  # loads a model, checks an API key: fails now, not after the first batch
 
     # ---- running -----------------------------------------------------------------------------
     def run(self, batch: list[QueryState], usage: UsageRecord) -> list[QueryState]:
@@ -101,21 +95,16 @@ class Generate(Stage):
         return batch
 
     async def _generate_all(self, batch: list[QueryState]) -> list[list[Attempt]]:
-        from ragcost.generate.client import make_client
-        from ragcost.generate.offline import OfflineBatcher
-
-        chain = self.chain()
         sem = asyncio.Semaphore(self.params.concurrency)
-        clients = {i: make_client(self.params.concurrency, b) for i, b in enumerate(chain) if b.backend in ("vllm", "openai")}
-        window = self.params.batch_window_ms / 1000
-        self._offline = {i: OfflineBatcher(llm, chain[i], window or 0.005) for i, llm in self._llms.items()}
         t0 = perf_counter()
         try:
-            return list(await asyncio.gather(*(self._one(s, chain, sem, clients, t0) for s in batch)))
+            for gen in self.generators:
+                await gen.open(self.params.concurrency, self.params.batch_window_ms / 1000)
+            return list(await asyncio.gather(*(self._one(s, self._chain, sem, t0) for s in batch)))
         finally:
-            await asyncio.gather(*(c.aclose() for c in clients.values()))
+            await asyncio.gather(*(gen.aclose() for gen in self.generators))
 
-    async def _one(self, state: QueryState, chain: list[BackendParams], sem, clients, t0: float) -> list[Attempt]:
+    async def _one(self, state: QueryState, chain: list[BackendParams], sem, t0: float) -> list[Attempt]:
         from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
         attempts: list[Attempt] = []
@@ -133,8 +122,8 @@ class Generate(Stage):
                         att = Attempt(backend=b.backend_name, resource=self.resource_of(i, b),
                                       try_no=t.retry_state.attempt_number, fallback=i > 0, position=i)
                         async with sem:
-                            await self._align(t0)
-                            await self._call(i, b, prompt, att, state, clients.get(i))
+                            await self._align(t0, self.generators[i])
+                            await self._call(self.generators[i], prompt, att, state)
                         attempts.append(att)
                         if not att.ok:
                             if att.retryable and att.try_no < b.retry.attempts:
@@ -147,33 +136,28 @@ class Generate(Stage):
                 if nxt:
                     self._emit(state, "fallback", f"{b.backend_name} failed ({e.attempt.error}); falling back to {nxt}")
         last = attempts[-1].error if attempts else "no backend"
-        state.error = f"stage {self.name!r}: every backend failed ({', '.join(b.backend_name for b in chain)}); last error: {last}"
+        state.fail(self.name, f"stage {self.name!r}: every backend failed ({', '.join(b.backend_name for b in chain)}); last error: {last}")
         self._emit(state, "failed", state.error)
         self._note(state, None, None, attempts)
         return attempts
 
-    async def _align(self, t0: float) -> None:
+    async def _align(self, t0: float, gen: Generator) -> None:
         w = self.params.batch_window_ms / 1000
-        if w > 0 and not self._offline:
+        if w > 0 and gen.aligns_starts:
             await asyncio.sleep((-(perf_counter() - t0)) % w)
 
-    async def _call(self, i: int, b: BackendParams, prompt: Prompt, att: Attempt, state: QueryState, client) -> None:
-        if b.backend == "extractive":
-            from ragcost.generate.extractive import extract
-
-            att.start = perf_counter()
-            att.text, _ = extract(state.text, prompt, b.sentences)
+    async def _call(self, gen: Generator, prompt: Prompt, att: Attempt, state: QueryState) -> None:
+        """One attempt through its backend; a backend that raises anyway is recorded as a failed attempt."""
+        sent = perf_counter()
+        try:
+            await gen.generate(prompt, att, lambda piece: self._emit(state, "text", piece))
+        except Exception as e:  # a plugin's bug must not sink the batch: data, then the fallback
+            att.ok, att.retryable = False, False
+            att.error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'raised'} (from backend {gen.params.backend!r})"
+        if not att.start:  # a backend that does not time itself is timed here, for the busy-time share
+            att.start = sent
+        if not att.end:
             att.end = perf_counter()
-            att.ok, att.usage_source, att.chunks = True, USAGE_LOCAL, 1
-            self._emit(state, "text", att.text)
-        elif b.backend == "vllm-offline":
-            await self._offline[i].generate(prompt.text(), att)
-            if att.ok:
-                self._emit(state, "text", att.text)
-        else:
-            from ragcost.generate.client import complete
-
-            await complete(client, b, prompt, att, on_text=lambda piece: self._emit(state, "text", piece))
 
     def _emit(self, state: QueryState, kind: str, payload: str) -> None:
         if self.on_event is not None:

@@ -23,6 +23,7 @@ class FaultServer:
         self.max_requests = max_requests
         self.cached = cached
         self.requests: list[dict] = []
+        self.headers: list[dict[str, str]] = []  # each request's header fields, names in lower case
         self.port = 0
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._server = None
@@ -64,14 +65,14 @@ class FaultServer:
         try:
             while True:  # keep-alive: several requests per connection
                 head = await reader.readuntil(b"\r\n\r\n")
-                length = 0
-                for line in head.decode().split("\r\n")[1:]:
-                    if line.lower().startswith("content-length:"):
-                        length = int(line.split(":", 1)[1])
+                fields = dict(line.split(":", 1) for line in head.decode().split("\r\n")[1:] if ":" in line)
+                fields = {k.strip().lower(): v.strip() for k, v in fields.items()}
+                length = int(fields.get("content-length", 0))
                 body = json.loads(await reader.readexactly(length)) if length else {}
                 if len(self.requests) >= self.max_requests:
                     break
                 self.requests.append(body)
+                self.headers.append(fields)
                 what = self.script.pop(0) if self.script else "ok"
                 if not await self._respond(what, body, writer):
                     break

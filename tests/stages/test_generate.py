@@ -1,17 +1,12 @@
-"""The generate stage without a server: params, prompt, extractive answers, accounting, vllm-offline."""
+"""The generate stage without a server: params, dispatch through the registry, prompt, extractive answers, accounting."""
 
 from __future__ import annotations
-
-from types import SimpleNamespace
 
 import pytest
 from pydantic import ValidationError
 
 from ragcost.cost.compute import cost_of
-from ragcost.errors import DependencyError
-from ragcost.generate.attempt import Attempt
-from ragcost.generate.offline import fill_from_output, load_llm
-from ragcost.generate.params import BackendParams
+from ragcost.generate import Attempt, BackendParams, Generator, generator_registry
 from ragcost.generate.prompt import approx_tokens, build_prompt, cited
 from ragcost.stages.generate import Generate, busy_seconds
 from tests.generate.helpers import HITS, book, book_path, make_stage, pipeline, run_stage, states  # noqa: F401
@@ -32,6 +27,16 @@ class TestGenerateParams:
     def test_unknown_fields_are_refused_in_fallbacks_too(self):
         with pytest.raises(ValidationError, match="max_token"):
             Generate.Params(fallback=[{"backend": "extractive", "max_token": 3}])
+
+    def test_an_unknown_backend_lists_the_installed_ones(self):
+        with pytest.raises(ValidationError, match=r"unknown generate backend 'gpt'; installed: .*extractive.*vllm-offline"):
+            Generate.Params(backend="gpt")
+        with pytest.raises(ValidationError, match=r"fallback\.0\.backend"):
+            Generate.Params(fallback=[{"backend": "gpt"}])
+
+    def test_the_json_schema_offers_the_installed_backends(self):
+        examples = BackendParams.model_json_schema()["properties"]["backend"]["examples"]
+        assert {"extractive", "vllm", "openai", "vllm-offline"} <= set(examples)
 
     def test_a_template_without_placeholders_is_refused(self):
         with pytest.raises(ValidationError, match="context"):
@@ -132,28 +137,41 @@ class TestAccounting:
         assert Attempt("b", "r", ttft=0.5, output_tokens=1).tpot is None
 
 
-def _request_output(cached=7, metrics=True):
-    comp = SimpleNamespace(text="an answer [1]", token_ids=[5, 6, 7])
-    m = SimpleNamespace(arrival_time=100.0, first_token_time=100.25) if metrics else None
-    return SimpleNamespace(prompt_token_ids=list(range(20)), outputs=[comp], num_cached_tokens=cached, metrics=m)
+class Raises(Generator):
+    """A backend with a bug: it raises instead of recording the failure."""
+
+    async def generate(self, prompt, attempt, on_text):
+        raise KeyError("choices")
 
 
-class TestVllmOffline:
-    def test_accounting_from_a_request_output(self):
-        a = fill_from_output(Attempt("vllm-offline", "gpu"), _request_output())
-        assert (a.prompt_tokens, a.cached_tokens, a.output_tokens, a.uncached_input) == (20, 7, 3, 13)
-        assert a.ttft == pytest.approx(0.25) and a.ok and a.text == "an answer [1]"
+class TestDispatch:
+    def test_each_entry_of_the_chain_gets_its_registered_class(self, pipeline):
+        from ragcost.generate.extractive import Extractive
+        from ragcost.generate.vllm_server import VllmServer
 
-    def test_no_cache_count_and_no_metrics_stay_unknown(self):
-        a = fill_from_output(Attempt("vllm-offline", "gpu"), _request_output(cached=None, metrics=False))
-        assert a.cached_tokens is None and a.ttft is None
+        st = Generate(Generate.Params(backend="vllm", base_url="http://127.0.0.1:1/v1", model="m",
+                                      fallback=[{"backend": "extractive"}]), pipeline)
+        assert [type(g) for g in st.generators] == [VllmServer, Extractive]
 
-    def test_without_vllm_installed_the_error_says_how_to_get_it(self):
-        pytest.importorskip("pytest")
+    def test_a_backend_that_raises_is_a_failed_attempt_then_the_fallback(self, pipeline):
+        generator_registry.register("raises-test")(Raises)
         try:
-            import vllm  # noqa: F401
-        except ImportError:
-            with pytest.raises(DependencyError, match=r"ragcost\[vllm\]"):
-                load_llm(BackendParams(backend="vllm-offline", model="/models/x"))
-        else:  # pragma: no cover - a GPU machine
-            pytest.skip("vllm is installed here")
+            st = make_stage(pipeline, backend="raises-test", retry={"attempts": 2}, fallback=[{"backend": "extractive"}])
+            [s] = states()
+            _, recs = run_stage(st, [s])
+        finally:
+            generator_registry.unregister("raises-test")
+        [(_, bad), (_, good)] = recs  # not retried: a bug is not a transient fault
+        assert bad.failures == 1 and "KeyError" in bad.notes["error"] and "raises-test" in bad.notes["error"]
+        assert bad.wall_seconds >= 0 and bad.notes["e2e_s"] >= 0  # timed by the stage
+        assert good.failures == 0 and "30 days" in s.answer and s.error is None
+
+    def test_every_backend_failing_fails_the_query_as_an_outcome(self, pipeline):
+        generator_registry.register("raises-test")(Raises)
+        try:
+            st = make_stage(pipeline, backend="raises-test", retry={"attempts": 1})
+            [s] = states()
+            run_stage(st, [s])
+        finally:
+            generator_registry.unregister("raises-test")
+        assert s.outcome == "failed" and s.outcome_stage == "generate" and "every backend failed" in s.error

@@ -1,4 +1,4 @@
-"""In-process generation with ``vllm.LLM`` on a GPU machine (extra ``vllm``), batched, same accounting.
+"""Backend ``vllm-offline``: in-process ``vllm.LLM`` on a GPU machine (extra ``vllm``), batched, same accounting.
 
 Requests that arrive within ``batch_window_s`` of each other are generated in one
 ``LLM.generate`` call, so the engine batches them as the server would.
@@ -12,7 +12,12 @@ from typing import Any, Optional
 
 from ragcost.errors import DependencyError
 from ragcost.generate.attempt import USAGE_LOCAL, Attempt
+from ragcost.generate.base import Generator, OnText
 from ragcost.generate.params import BackendParams
+from ragcost.generate.prompt import Prompt
+from ragcost.generate.registry import generator_registry
+
+DEFAULT_WINDOW_S = 0.005  # collect at least this long, so concurrent requests share one LLM.generate
 
 
 def load_llm(params: BackendParams):
@@ -82,3 +87,42 @@ class OfflineBatcher:
         for (_, att, fut), out in zip(batch, outs):
             att.end = end
             fut.set_result(fill_from_output(att, out))
+
+
+@generator_registry.register("vllm-offline")
+class VllmOffline(Generator):
+    """The engine loads once, at warm-up; each batch gets a batcher that collects for the stage's window."""
+
+    aligns_starts = False  # the batcher collects its own window
+
+    def __init__(self, params: BackendParams) -> None:
+        super().__init__(params)
+        self.llm: Any = None
+        self._batcher: Optional[OfflineBatcher] = None
+
+    @classmethod
+    def check(cls, params: BackendParams) -> None:
+        if not params.model:
+            raise ValueError(f"backend {params.backend!r} needs model: (a local model path or a Hugging Face name)")
+
+    @classmethod
+    def default_label(cls, params: BackendParams) -> str:
+        return params.backend  # the model is a path: too long for a report
+
+    def warm_up(self) -> None:
+        if self.llm is None:
+            self.llm = load_llm(self.params)
+
+    async def open(self, concurrency: int, window_s: float) -> None:
+        self.warm_up()
+        self._batcher = OfflineBatcher(self.llm, self.params, window_s or DEFAULT_WINDOW_S)
+
+    async def aclose(self) -> None:
+        self._batcher = None
+
+    async def generate(self, prompt: Prompt, attempt: Attempt, on_text: OnText) -> None:
+        if self._batcher is None:
+            raise RuntimeError(f"generate backend {self.params.backend_name!r}: call open() before generate()")
+        await self._batcher.generate(prompt.text(), attempt)
+        if attempt.ok:
+            on_text(attempt.text)
