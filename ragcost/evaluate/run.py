@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,6 +24,7 @@ import numpy as np
 from ragcost.records import UsageRecord
 from ragcost.errors import ConfigError, RagcostError
 from ragcost.index.collapse import DocMap, collapse
+from ragcost.evaluate.isolation import captured_stderr as _captured_stderr, one_thread as _one_thread
 from ragcost.evaluate.spec import Candidate, LoadedSpec, Skipped, expand
 from ragcost.evaluate.vectors import DEFAULT_CACHE, CorpusVectors, QueryVectors, embed_corpus, embed_queries
 
@@ -103,126 +103,94 @@ class EvalRun:
         return asdict(self)
 
 
-@contextmanager
-def _one_thread():
-    """faiss searches a single query with OpenMP on every core; pin it to one for the latency loop."""
-    try:
-        import faiss
-    except ImportError:  # pragma: no cover
-        yield
-        return
-    before = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    try:
-        yield
-    finally:
-        faiss.omp_set_num_threads(before)
-
-
-@contextmanager
-def _captured_stderr():
-    """Collect what C++ code writes to file descriptor 2 meanwhile; yields a function returning its lines."""
-    import os
-    import sys
-    import tempfile
-
-    lines: list[str] = []
-    try:
-        fd = sys.stderr.fileno()
-    except (AttributeError, ValueError, OSError):  # pytest's capture or an odd stream: leave it alone
-        yield lambda: lines
-        return
-    sys.stderr.flush()
-    saved = os.dup(fd)
-    with tempfile.TemporaryFile(mode="w+b") as tmp:
-        os.dup2(tmp.fileno(), fd)
-        try:
-            yield lambda: lines
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, fd)
-            os.close(saved)
-            tmp.seek(0)
-            lines.extend(tmp.read().decode("utf-8", "replace").splitlines())
-
-
 def _noop(task: str, done: int, total: Optional[int]) -> None:
     pass
 
 
 def run_eval(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Progress = _noop) -> EvalRun:
     """Everything `ragcost eval SPEC` measures, as data (nothing printed, nothing written but the caches)."""
-    from ragcost.evaluate.datasets import check_files, load_dataset
-    from ragcost.evaluate.metrics import exact_kth
     from ragcost.evaluate.pareto import mark
     from ragcost.runtime.pipeline import Pipeline
 
     t_start = perf_counter()
-    spec = ls.spec
     pipe = Pipeline.load(ls.pipeline_path)
-    book = pipe.price_book
     try:
-        check_files(ls.dataset_path)
-        progress("loading model", 0, None)
-        pipe.embedder.warm_up()
-        corpus = embed_corpus(pipe, ls.dataset_path, cache_dir, progress=lambda d, t: progress("embedding corpus", d, t))
-        ds = load_dataset(ls.dataset_path, corpus.doc_ids)
-        queries = dict(list(ds.queries.items())[: spec.max_queries] if spec.max_queries else ds.queries)
-        qrels = {q: ds.qrels[q] for q in queries}
-        if spec.relevance == "binary":
-            from ragcost.evaluate.metrics import binary
-
-            qrels = binary(qrels)
-        progress("embedding queries", 0, len(queries))
-        qv = embed_queries(pipe, queries, ls.dataset_path, cache_dir)
-        progress("embedding queries", len(queries), len(queries))
-        native = int(corpus.vectors.shape[1])
-        candidates, skipped = expand(ls, native, min(pipe.dim, native))
-        run = EvalRun(
-            name=ls.name, spec_path=str(ls.path), pipeline=pipe.config.name, dataset=ds.name, quality=spec.quality,
-            within_pct=spec.within_pct, k=list(spec.k), metric_names=spec.metric_names(), queries=len(queries),
-            documents=len(corpus.doc_ids), chunks=len(corpus.labels), native_dim=native,
-            embedded_documents=corpus.summary.embedded_documents, embed_seconds=corpus.summary.embed_seconds,
-            query_embed_ms=float(qv.seconds.mean() * 1000) if len(qv.seconds) else 0.0,
-            price_book_version=str(book.version), store_url=pipe.config.store_url, started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            warnings=ds.problems.lines() + [f"skipped input: {s}" for s in corpus.summary.report.skipped[:3]],
-        )
-        run.results.extend(ConfigResult(s.name, status="skipped", reason=s.reason) for s in skipped)
-        ev = _Evaluator(ls, pipe, book, corpus, qv, queries, qrels)
-        exact: dict[int, dict[int, np.ndarray]] = {}
-        groups: dict[tuple, list[Candidate]] = {}
-        for c in candidates:
-            groups.setdefault(c.build_key, []).append(c)
-        done = 0
-        progress("configurations", 0, len(candidates))
-        for group in groups.values():
-            first = group[0]
-            if first.dim not in exact:
-                exact[first.dim] = exact_kth(ev.queries_at(first.dim), ev.vectors_at(first.dim), corpus.doc_of, spec.k)
-            try:
-                index, build_s = ev.build(first)
-            except Exception as e:  # failures are data: the other configurations still run
-                for c in group:
-                    run.results.append(_failed(c, f"build failed: {_msg(e)}"))
-                done += len(group)
-                progress("configurations", done, len(candidates))
-                continue
-            for c in group:
-                progress(f"searching {c.name}", done, len(candidates))
-                try:
-                    run.results.append(ev.measure(c, index, build_s, exact[c.dim]))
-                except ConfigError:
-                    raise
-                except Exception as e:
-                    run.results.append(_failed(c, f"search failed: {_msg(e)}"))
-                done += 1
-                progress("configurations", done, len(candidates))
-            del index
-        mark(run.results, spec.quality, spec.within_pct)
+        run, ev, candidates = _prepare(ls, pipe, cache_dir, progress)
+        _measure_all(run, ev, candidates, progress)
+        mark(run.results, ls.spec.quality, ls.spec.within_pct)
         run.wall_seconds = perf_counter() - t_start
         return run
     finally:
         pipe.close()
+
+
+def _prepare(ls: LoadedSpec, pipe: Any, cache_dir: Path, progress: Progress) -> tuple[EvalRun, "_Evaluator", list[Candidate]]:
+    """Embed (or read from cache) the corpus and the queries; expand the grid; the run's header."""
+    from ragcost.evaluate.datasets import check_files, load_dataset
+
+    spec, book = ls.spec, pipe.price_book
+    check_files(ls.dataset_path)
+    progress("loading model", 0, None)
+    pipe.embedder.warm_up()
+    corpus = embed_corpus(pipe, ls.dataset_path, cache_dir, progress=lambda d, t: progress("embedding corpus", d, t))
+    ds = load_dataset(ls.dataset_path, corpus.doc_ids)
+    queries = dict(list(ds.queries.items())[: spec.max_queries] if spec.max_queries else ds.queries)
+    qrels = {q: ds.qrels[q] for q in queries}
+    if spec.relevance == "binary":
+        from ragcost.evaluate.metrics import binary
+
+        qrels = binary(qrels)
+    progress("embedding queries", 0, len(queries))
+    qv = embed_queries(pipe, queries, ls.dataset_path, cache_dir)
+    progress("embedding queries", len(queries), len(queries))
+    native = int(corpus.vectors.shape[1])
+    candidates, skipped = expand(ls, native, min(pipe.dim, native))
+    run = EvalRun(
+        name=ls.name, spec_path=str(ls.path), pipeline=pipe.config.name, dataset=ds.name, quality=spec.quality,
+        within_pct=spec.within_pct, k=list(spec.k), metric_names=spec.metric_names(), queries=len(queries),
+        documents=len(corpus.doc_ids), chunks=len(corpus.labels), native_dim=native,
+        embedded_documents=corpus.summary.embedded_documents, embed_seconds=corpus.summary.embed_seconds,
+        query_embed_ms=float(qv.seconds.mean() * 1000) if len(qv.seconds) else 0.0,
+        price_book_version=str(book.version), store_url=pipe.config.store_url,
+        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        warnings=ds.problems.lines() + [f"skipped input: {s}" for s in corpus.summary.report.skipped[:3]],
+    )
+    run.results.extend(ConfigResult(s.name, status="skipped", reason=s.reason) for s in skipped)
+    return run, _Evaluator(ls, pipe, book, corpus, qv, queries, qrels), candidates
+
+
+def _measure_all(run: EvalRun, ev: "_Evaluator", candidates: list[Candidate], progress: Progress) -> None:
+    """Build each distinct index once and measure every candidate searched on it; failures are data."""
+    from ragcost.evaluate.metrics import exact_kth
+
+    exact: dict[int, dict[int, np.ndarray]] = {}
+    groups: dict[tuple, list[Candidate]] = {}
+    for c in candidates:
+        groups.setdefault(c.build_key, []).append(c)
+    done = 0
+    progress("configurations", 0, len(candidates))
+    for group in groups.values():
+        first = group[0]
+        if first.dim not in exact:
+            exact[first.dim] = exact_kth(ev.queries_at(first.dim), ev.vectors_at(first.dim), ev.corpus.doc_of, ev.spec.k)
+        try:
+            index, build_s = ev.build(first)
+        except Exception as e:  # the other configurations still run
+            run.results.extend(_failed(c, f"build failed: {_msg(e)}") for c in group)
+            done += len(group)
+            progress("configurations", done, len(candidates))
+            continue
+        for c in group:
+            progress(f"searching {c.name}", done, len(candidates))
+            try:
+                run.results.append(ev.measure(c, index, build_s, exact[c.dim]))
+            except ConfigError:
+                raise
+            except Exception as e:
+                run.results.append(_failed(c, f"search failed: {_msg(e)}"))
+            done += 1
+            progress("configurations", done, len(candidates))
+        del index
 
 
 def _msg(e: Exception) -> str:
@@ -308,20 +276,37 @@ class _Evaluator:
         return got, seconds
 
     def measure(self, c: Candidate, index: Any, build_s: float, kth: dict[int, np.ndarray]) -> ConfigResult:
-        from ragcost.cost.compute import cost_of, storage_cost_per_query
-        from ragcost.cost.storage import storage_bytes
-        from ragcost.cost.useful import QrelsJudge, cost_per_useful
-        from ragcost.evaluate.metrics import ann_recall, evaluate
+        """One configuration: timed single-query retrieval, a batch search, ANN recall, quality, dollars."""
+        from ragcost.evaluate.metrics import evaluate
 
         spec, corpus = self.spec, self.corpus
         r = _describe(ConfigResult(c.name), c)
         r.warnings = list(index.warnings)
-        kmax, k0 = max(spec.k), spec.k[0]
         stage = self.ls.stages.get(c.entry)
-        want = (c.candidates or 4 * kmax) if stage else kmax
+        want = (c.candidates or 4 * max(spec.k)) if stage else max(spec.k)
+        got, lat, batch_s = self._timed_retrieval(c, index, want)
+        self._ann_recall(r, c, got, kth)
+        extra_records: list[UsageRecord] = []
+        search_s = float(lat.sum())
+        if stage:
+            ranked, per_query_s, extra_records = self._stage_runner().run(stage, c, index, got)
+            lat = lat + per_query_s  # the query's latency includes its share of the stage's batch call
+        else:
+            ranked = {q: [corpus.doc_ids[d] for d in docs] for q, (docs, _, _) in zip(self.qids, got)}
+        means, _ = evaluate({q: d[:max(spec.k)] for q, d in ranked.items()}, self.qrels, spec.metric_names())
+        r.metrics = {**means, **r.metrics}
+        self._price(r, c, index, ranked, search_s, extra_records)
+        r.p50_ms, r.p95_ms, r.p99_ms = (float(x) for x in np.percentile(lat * 1000, [50, 95, 99]))
+        nq = len(self.qids)
+        r.qps_single = nq / float(lat.sum()) if lat.sum() > 0 else 0.0
+        r.qps_batch = nq / batch_s if batch_s > 0 else 0.0
+        r.build_seconds = float(build_s)
+        return r
+
+    def _timed_retrieval(self, c: Candidate, index: Any, want: int) -> tuple[list, np.ndarray, float]:
+        """Per-query results and wall seconds of single-query retrieval (one core), and one batch search's seconds."""
         params = c.search or None
         Q = self.queries_at(c.dim)
-        V = self.vectors_at(c.dim)
         got, lat = [], np.zeros(len(Q))
         for i in range(min(len(Q), WARM_UP)):  # first calls page in code and memory; not timed
             self._retrieve(index, Q[i:i + 1], want, params)
@@ -330,25 +315,27 @@ class _Evaluator:
                 g, lat[i] = self._retrieve(index, Q[i:i + 1], want, params)
                 got.append(g)
         t0 = perf_counter()
-        index.search(Q, min(len(corpus.labels), want * spec.fetch_multiplier), params=params)
-        batch_s = perf_counter() - t0
+        index.search(Q, min(len(self.corpus.labels), want * self.spec.fetch_multiplier), params=params)
+        return got, lat, perf_counter() - t0
 
-        # ANN recall of the retrieval itself, against exact search over the same float32 vectors
-        for k in spec.k:
+    def _ann_recall(self, r: ConfigResult, c: Candidate, got: list, kth: dict[int, np.ndarray]) -> None:
+        """ANN recall of the retrieval itself, against exact search over the same float32 vectors."""
+        from ragcost.evaluate.metrics import ann_recall
+
+        Q, V = self.queries_at(c.dim), self.vectors_at(c.dim)
+        for k in self.spec.k:
             found = [self._exact_doc_scores(Q[i], docs[:k], V) for i, (docs, _, _) in enumerate(got)]
-            r.metrics[f"ann_recall@{k}"] = ann_recall(found, kth[k], k, len(corpus.doc_ids))
+            r.metrics[f"ann_recall@{k}"] = ann_recall(found, kth[k], k, len(self.corpus.doc_ids))
 
-        extra_records: list[UsageRecord] = []
-        search_s = float(lat.sum())
-        if stage:
-            ranked, per_query_s, extra_records = self._stage_runner().run(stage, c, index, got)
-            lat = lat + per_query_s  # the query's latency includes its share of the stage's batch call
-        else:
-            ranked = {q: [corpus.doc_ids[d] for d in docs] for q, (docs, _, _) in zip(self.qids, got)}
-        means, _ = evaluate({q: d[:kmax] for q, d in ranked.items()}, self.qrels, spec.metric_names())
-        r.metrics = {**means, **r.metrics}
+    def _price(self, r: ConfigResult, c: Candidate, index: Any, ranked: dict, search_s: float,
+               extra_records: list[UsageRecord]) -> None:
+        """Useful documents by the qrels and every dollar: query embedding, search, extra stages, storage."""
+        from ragcost.cost.compute import cost_of, storage_cost_per_query
+        from ragcost.cost.storage import storage_bytes
+        from ragcost.cost.useful import QrelsJudge, cost_per_useful
 
         judge = QrelsJudge(self.qrels)
+        k0 = self.spec.k[0]
         r.useful = sum(judge.count([{"doc_id": d} for d in ranked[q][:k0]], query_id=q) for q in self.qids)
         nq = len(self.qids)
         emb_res = self.pipe.config.embed.resource or self.pipe.config.resource
@@ -359,19 +346,13 @@ class _Evaluator:
             *extra_records,
         ]
         r.index_bytes = int(index.nbytes())
-        n = len(corpus.labels)
+        n = len(self.corpus.labels)
         per_query_storage = storage_cost_per_query(*storage_bytes(r.index_bytes, n, c.dim), self.book)
         r.total_usd = sum(cost_of(x, self.book) for x in records) + per_query_storage * nq
         r.queries = nq
         r.usd_per_1k_queries = r.total_usd / nq * 1000 if nq else 0.0
         r.usd_per_useful = cost_per_useful(r.total_usd, r.useful)
-        ms = lat * 1000
-        r.p50_ms, r.p95_ms, r.p99_ms = (float(x) for x in np.percentile(ms, [50, 95, 99]))
-        r.qps_single = nq / float(lat.sum()) if lat.sum() > 0 else 0.0
-        r.qps_batch = nq / batch_s if batch_s > 0 else 0.0
-        r.build_seconds = float(build_s)
         r.bytes_per_vector = r.index_bytes / n if n else 0.0
-        return r
 
     def _stage_runner(self) -> Any:
         from ragcost.evaluate.stages import StageRunner
