@@ -20,13 +20,15 @@ class SourceConfig(Strict):
 
 
 class ChunkingConfig(Strict):
-    size: int = Field(256, ge=8, description="tokens per chunk, counted with the embedder's own tokenizer")
+    size: Optional[int] = Field(
+        None, ge=8, description="tokens per chunk, counted with the embedder's own tokenizer; default: the model's "
+                                "window less its two special tokens (254 for all-MiniLM-L6-v2)")
     overlap: int = Field(32, ge=0, description="tokens shared by consecutive chunks")
     unit: Literal["tokens"] = "tokens"
 
     @model_validator(mode="after")
     def _overlap(self) -> "ChunkingConfig":
-        if self.overlap >= self.size:
+        if self.size is not None and self.overlap >= self.size:
             raise ValueError(f"overlap ({self.overlap}) must be smaller than size ({self.size})")
         return self
 

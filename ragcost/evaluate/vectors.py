@@ -51,8 +51,8 @@ class QueryVectors:
 
 def cache_key(pipe: Pipeline, dataset: Path) -> str:
     fp = pipe.embedder.fingerprint()
-    ch = pipe.config.chunking
-    return f"{dataset.name}-{fp[:12]}-c{ch.size}o{ch.overlap}"
+    size, overlap = pipe.chunking()
+    return f"{dataset.name}-{fp[:12]}-c{size}o{overlap}"
 
 
 def cache_pipeline(pipe: Pipeline, dataset: Path, cache_dir: Path) -> Pipeline:

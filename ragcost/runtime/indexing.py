@@ -77,15 +77,8 @@ def _source(pipe: Pipeline, source: Optional[str]) -> tuple[Optional[str], Optio
 def _chunker(pipe: Pipeline):
     from ragcost.ingest.chunker import Chunker
 
-    emb = pipe.embedder
-    window = emb.max_tokens - 2  # [CLS] and [SEP] take two places in the model's window
-    size = pipe.config.chunking.size
-    if size > window:
-        raise ConfigError(
-            f"{pipe.path}: chunking.size {size} is larger than the model's window of {window} tokens; "
-            f"set chunking.size <= {window}, or chunks would be silently truncated when embedded"
-        )
-    return Chunker(emb.tokenizer, size, pipe.config.chunking.overlap)
+    size, overlap = pipe.chunking()
+    return Chunker(pipe.embedder.tokenizer, size, overlap)
 
 
 def run_index(

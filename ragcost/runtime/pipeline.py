@@ -118,8 +118,22 @@ class Pipeline:
             "backend": self.index_config.backend,
             "kind": self.index_config.kind,
             "build": self.index_config.build,
+            "chunking": dict(zip(("size", "overlap"), self.chunking())),
             "corpus_revision": corpus_revision,
         }
+
+    def chunking(self) -> tuple[int, int]:
+        """(size, overlap) in tokens: the configured size, or the model's window less its two special tokens."""
+        ch = self.config.chunking
+        window = self.embedder.max_tokens - 2  # [CLS] and [SEP] take two places in the model's window
+        size = window if ch.size is None else ch.size
+        where = self.loaded.where(["chunking", "size"])
+        if size > window:
+            raise ConfigError(f"{where}: chunking.size {size} is larger than the model's window of {window} tokens; "
+                              f"set chunking.size <= {window} (or leave it out), or chunks would be silently truncated")
+        if ch.overlap >= size:
+            raise ConfigError(f"{where}: chunking.overlap {ch.overlap} must be smaller than the chunk size {size}; lower it")
+        return size, ch.overlap
 
     def resource_refs(self) -> dict[str, str]:
         """Price-book resources this pipeline names, with where it names them (for validation)."""
@@ -136,9 +150,35 @@ class Pipeline:
         from ragcost.cost.pricebook import check_resources
 
         check_resources(self.price_book, self.resource_refs())
+        self._check_source()
+        self._check_store_url()
+        self.embedder.warm_up()  # the embed type and model (a local folder or a packaged model)
+        self.chunking()  # the chunk size against the model's window
+
+    def _check_source(self) -> None:
+        from ragcost.ingest.readers import reader_registry
+
         src = self.config.source_config
+        if src.reader is not None and src.reader not in reader_registry:
+            raise ConfigError(f"{self.loaded.where(['source', 'reader'])}: source.reader {src.reader!r} is unknown; "
+                              f"installed: {reader_registry.known()}")
         if src.path and resolve(self.base, src.path) is None:
             raise ConfigError(f"{self.loaded.where(['source'])}: source: {src.path!r} not found; fix the path or pass --source")
+
+    def _check_store_url(self) -> None:
+        """The store URL parses and names a store this install has, without opening (or creating) it."""
+        import sqlalchemy as sa
+
+        url = self.config.store_url
+        where = self.loaded.where(["store"])
+        try:
+            backend = sa.engine.make_url(url).get_backend_name()
+            sa.engine.make_url(url).get_dialect()
+        except Exception as e:  # a malformed URL or a driver that is not installed
+            raise ConfigError(f"{where}: store {url!r} cannot be used ({type(e).__name__}: {str(e).splitlines()[0]}); "
+                              "example: duckdb:///.ragcost/kb.duckdb or postgresql+psycopg://user@host/db") from None
+        if backend not in ("duckdb", "postgresql"):
+            raise ConfigError(f"{where}: store {url!r}: no store for {backend!r}; use duckdb:/// or postgresql+psycopg://")
 
     def stages(self) -> list[Stage]:
         """The implicit embed stage, then the pipeline's stages, each built with this pipeline as its context."""
