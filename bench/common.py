@@ -136,15 +136,16 @@ class DictStore:
 
 
 class BenchPipeline:
-    """What the Retrieve stage uses of a Pipeline: artifact(), store(), index_config (and config.resource)."""
+    """The StageContext the Retrieve stage runs against here: the loaded artifact and a dict store."""
 
-    class _Config:
-        resource = "cpu"
+    resource = "cpu"
+    path = base = index_dir = None  # not read by retrieve
+    price_book = embedder = None
 
     def __init__(self, art: LoadedIndex, store: DictStore) -> None:
         self._art, self._store = art, store
         self.index_config = art.index.config
-        self.config = self._Config()
+        self.dim = art.manifest.dim if art.manifest is not None else art.index.dim
 
     def artifact(self) -> LoadedIndex:
         return self._art

@@ -34,7 +34,9 @@ def texts(n: int, words: int = 60) -> list[str]:
 
 
 class _EmbedPipeline:
-    """What EmbedQueries uses of a Pipeline: embedder and dim."""
+    """The StageContext EmbedQueries runs against here: the embedder and its dim."""
+
+    resource = "cpu"
 
     def __init__(self, embedder, dim: int) -> None:
         self.embedder, self.dim = embedder, dim
