@@ -47,7 +47,11 @@ class UsefulConfig(Strict):
     """How `ragcost query` decides a retrieved document was useful (evaluation uses qrels instead)."""
 
     judge: Literal["score", "cited"] = Field("score", description="score: final score >= threshold; cited: cited by the answer")
-    threshold: float = Field(0.5, description="for judge: score (cosine similarity, or the re-ranker's score when re-ranking)")
+    threshold: float = Field(0.5, allow_inf_nan=False, description="for judge: score: the last scoring stage's score "
+                             "(cosine for retrieve and rescore, RRF for hybrid, the cross-encoder's); checked at load "
+                             "against that stage's scale; `ragcost eval` calibrates it from relevance judgments")
+    precision: float = Field(0.5, gt=0, le=1, description="what `ragcost eval` calibrates the threshold for: the share of "
+                             "retrieved documents above it that the qrels judge relevant")
 
 
 class TracingConfig(Strict):

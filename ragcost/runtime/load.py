@@ -101,7 +101,36 @@ def _stage_specs(lp: LoadedPipeline) -> list[tuple[type[Stage], StageParams]]:
         params = validate(stage_cls.Params, stage_params(st), str(lp.path), prefix=("stages", i), tree=lp.raw)
         specs.append((stage_cls, params))
     _check_placement(lp, specs)
+    _check_useful(lp, specs)
     return specs
+
+
+def _check_useful(lp: LoadedPipeline, specs: list[tuple[type[Stage], StageParams]]) -> None:
+    """A useful-document judge that can never fire, or fires on everything, is refused at load."""
+    from ragcost.stages.base import COSINE
+
+    u = lp.config.useful
+    if u.judge == "cited":
+        if not any(cls.type == "generate" for cls, _ in specs):
+            raise ConfigError(f"{lp.where(['useful', 'judge'])}: useful.judge: cited counts documents the answer cites, "
+                              "but this pipeline has no generate stage; add one, or use judge: score")
+        return
+    scale, by = COSINE, "retrieve"  # the implicit embed + retrieve scores, unless a later stage re-scores
+    for cls, params in specs:
+        found = cls.scale_of(params)
+        if found is not None:
+            backend = getattr(params, "backend", None)
+            scale, by = found, params.name or (f"{cls.type}:{backend}" if isinstance(backend, str) else cls.type)
+    t = u.threshold
+    fix = ("use useful: {judge: cited} with a generate stage, or a threshold calibrated by `ragcost eval` "
+           "(it prints the score above which retrieved documents are relevant at useful.precision)")
+    if t > scale.hi:
+        raise ConfigError(f"{lp.where(['useful', 'threshold'])}: useful.threshold {t:g} can never be reached: the last "
+                          f"scoring stage {by!r} gives {scale.note or scale.name} scores of at most {scale.hi:.4g}; {fix}")
+    if t <= scale.lo:
+        raise ConfigError(f"{lp.where(['useful', 'threshold'])}: useful.threshold {t:g} counts every document as useful: "
+                          f"the last scoring stage {by!r} gives {scale.note or scale.name} scores of at least "
+                          f"{scale.lo:.4g}; {fix}")
 
 
 def _check_placement(lp: LoadedPipeline, specs: list[tuple[type[Stage], StageParams]]) -> None:

@@ -13,7 +13,9 @@ what it alone knows (tokens, retries, strategies, bytes). A stage whose work is 
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import ClassVar, Optional
 
 from pydantic import Field
@@ -29,6 +31,19 @@ class StageParams(Strict):
     resource: Optional[str] = Field(None, description="price-book resource; default: the pipeline's")
 
 
+@dataclass(frozen=True)
+class ScoreScale:
+    """What a stage's scores mean: ``name`` (cosine, rrf, logit, probability) and the range they can take."""
+
+    name: str
+    lo: float = -math.inf
+    hi: float = math.inf
+    note: str = ""
+
+
+COSINE = ScoreScale("cosine", -1.0, 1.0, "cosine similarity")
+
+
 class Stage(ABC):
     """One kind of work over a batch of queries."""
 
@@ -37,6 +52,14 @@ class Stage(ABC):
     # Where in a pipeline the stage may stand: "any", or "before-generate" (a cache must answer
     # before the money is spent). The loader refuses a stage placed where it cannot work.
     placement: ClassVar[str] = "any"
+    # What the stage's scores mean when it sets Hit.score (None: it does not score). The
+    # useful-document judge checks its threshold against the last scoring stage's scale.
+    score_scale: ClassVar[Optional[ScoreScale]] = None
+
+    @classmethod
+    def scale_of(cls, params: StageParams) -> Optional[ScoreScale]:
+        """The scale of the scores this stage (with these params) gives; None when it does not score."""
+        return cls.score_scale
 
     def __init__(self, params: StageParams, ctx: StageContext) -> None:
         self.params = params

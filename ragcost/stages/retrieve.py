@@ -23,7 +23,7 @@ from ragcost.records import UsageRecord
 from ragcost.index.collapse import DocMap, collapse
 from ragcost.index.exact import rows_for_labels, scan_rows
 from ragcost.records import Hit, QueryState
-from ragcost.stages.base import Stage, StageParams, stage_registry
+from ragcost.stages.base import COSINE, Stage, StageParams, stage_registry
 
 # Calibrated with `python -m bench.filters` (100k x 384, 40 queries a bucket, 2 CPU cores, p95):
 # at 10% selectivity the exact scan of the matches (5-6 ms) beats every native filtered search
@@ -124,6 +124,7 @@ _NO_FILTER = _Group(None)  # a single unfiltered query needs no group of its own
 class Retrieve(Stage):
     type = "retrieve"
     Params = RetrieveParams
+    score_scale = COSINE
 
     def __init__(self, params: StageParams, ctx) -> None:
         super().__init__(params, ctx)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Optional
 
@@ -30,6 +31,12 @@ class Reranker(ABC):
     def __init__(self, params: RerankerParams, ctx: StageContext) -> None:
         self.params = params
         self.ctx = ctx
+
+    @classmethod
+    def scale_of(cls, params: RerankerParams) -> tuple[str, float, float, str]:
+        """(name, lowest, highest, what) of the scores this backend gives with these params."""
+        lo, hi = {"cosine": (-1.0, 1.0), "probability": (0.0, 1.0)}.get(cls.score_scale, (-math.inf, math.inf))
+        return cls.score_scale, lo, hi, cls.score_scale
 
     def warm_up(self) -> None:
         """Load models or indexes once."""

@@ -18,7 +18,7 @@ from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from ragcost.config.base import one_line
 from ragcost.records import QueryState, UsageRecord
-from ragcost.stages.base import Stage, StageParams, stage_registry
+from ragcost.stages.base import ScoreScale, Stage, StageParams, stage_registry
 from ragcost.stages.rerank.base import RerankerParams, reranker_registry, sort_hits
 
 
@@ -56,9 +56,10 @@ class Rerank(Stage):
     def name(self) -> str:
         return self.params.name or f"rerank:{self.params.backend}"
 
-    @property
-    def score_scale(self) -> str:
-        return self.backend.score_scale
+    @classmethod
+    def scale_of(cls, params: RerankParams) -> ScoreScale:
+        name, lo, hi, note = reranker_registry.get(params.backend).scale_of(params.backend_params())
+        return ScoreScale(name, lo, hi, note)
 
     def warm_up(self) -> None:
         self.backend.warm_up()

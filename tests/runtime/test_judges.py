@@ -1,0 +1,33 @@
+"""The useful-document judge is checked at load against what the pipeline's scores can be."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragcost.errors import ConfigError
+from ragcost.runtime.load import load_pipeline
+from tests.cli.conftest import write_pipeline
+
+
+@pytest.mark.parametrize("stages, useful, match", [
+    ([{"type": "retrieve"}, {"type": "rerank", "backend": "hybrid"}], {"threshold": 0.5},
+     r"useful.threshold 0.5 can never be reached: the last scoring stage 'rerank:hybrid' gives RRF scores are at most 0.0328"),
+    ([{"type": "retrieve"}], {"threshold": 1.5}, r"useful.threshold 1.5 can never be reached: .*'retrieve' .*at most 1"),
+    ([{"type": "retrieve"}], {"threshold": -1.0}, r"useful.threshold -1 counts every document as useful"),
+    ([{"type": "retrieve"}], {"judge": "cited"}, r"useful.judge: cited .* no generate stage"),
+])
+def test_a_judge_that_cannot_work_is_refused_with_file_line(tmp_path, stages, useful, match):
+    p = write_pipeline(tmp_path, stages=stages, useful=useful)
+    with pytest.raises(ConfigError, match=match) as e:
+        load_pipeline(p)
+    assert str(e.value).startswith(f"{p}:") and "ragcost eval" in str(e.value) or "generate" in str(e.value)
+
+
+@pytest.mark.parametrize("stages, useful", [
+    ([{"type": "retrieve"}, {"type": "rerank", "backend": "hybrid"}], {"threshold": 0.03}),
+    ([{"type": "retrieve"}, {"type": "generate"}], {"judge": "cited"}),
+    ([{"type": "retrieve"}, {"type": "rerank", "backend": "cross-encoder", "model": "x"}], {"threshold": 3.0}),
+    ([{"type": "retrieve"}], {"threshold": 0.5}),
+])
+def test_a_judge_that_can_fire_loads(tmp_path, stages, useful):
+    load_pipeline(write_pipeline(tmp_path, stages=stages, useful=useful))
