@@ -32,7 +32,12 @@ def schema(
 
     text = json.dumps(json_schema(kind), indent=2)
     if out:
-        out.write_text(text + "\n", encoding="utf-8")
+        try:
+            out.write_text(text + "\n", encoding="utf-8")
+        except OSError as e:
+            from ragcost.errors import ConfigError
+
+            raise ConfigError(f"--out {out}: cannot write ({e.strerror or type(e).__name__}); give a path in an existing, writable folder") from None
         typer.echo(f"wrote {out}")
     else:
         typer.echo(text)
