@@ -34,6 +34,13 @@ def plain(text: Any, style: str = "") -> Any:
     return Text(terminal_safe(text), style=style)
 
 
+def markup_safe(text: Any) -> str:
+    """``text`` made terminal-safe and markup-escaped, for an f-string that also holds markup of ours."""
+    from rich.markup import escape
+
+    return escape(terminal_safe(text))
+
+
 def finite(obj: Any) -> Any:
     """``obj`` with NaN and ±inf floats replaced by None and numpy scalars/arrays made plain Python."""
     if isinstance(obj, float):
