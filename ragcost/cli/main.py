@@ -59,7 +59,16 @@ def user_input_error(e: BaseException) -> Optional[str]:
         return "the input is nested too deeply to process; flatten it"
     if isinstance(e, MemoryError):
         return "out of memory; use smaller inputs or batches"
+    if type(e).__module__.startswith("sqlalchemy"):
+        # Never the SQL or its parameters (they can hold document text): the driver's first line only.
+        orig = getattr(e, "orig", None) or e
+        return f"the database refused the operation ({type(orig).__name__}: {_first_line(orig)}); rerun with --debug for details"
     return None
+
+
+def _first_line(e: BaseException, limit: int = 200) -> str:
+    line = (str(e).strip().splitlines() or [""])[0]
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -103,7 +112,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         if known is not None:
             _say(known)
         else:
-            _say(f"unexpected {type(e).__name__}: {e} (rerun with --debug for the traceback)")
+            _say(f"unexpected {type(e).__name__}: {_first_line(e)} (rerun with --debug for the traceback)")
         return 1
 
 
