@@ -116,6 +116,13 @@ def _nothing_under_dot_ragcost(ws: Workspace) -> None:
     assert not (ws.dir / ".ragcost").exists(), "a store was created under .ragcost/"
 
 
+def _default_store_elsewhere(ws: Workspace) -> None:
+    """The pipeline keeps the default store (relative to the working directory) and is run from another folder."""
+    ws.pipeline(store=None)
+    (ws.dir / "elsewhere").mkdir()
+    ws.monkeypatch.chdir(ws.dir / "elsewhere")
+
+
 USAGE = r"\(Usage: ragcost"
 Q = ("query", "{kb}")
 
@@ -186,7 +193,7 @@ CATALOGUE: list[Probe] = [
     Probe("query_before_index_creates_no_store", (*Q, "refund"), 1, r"no store at .*kb\.duckdb; run `ragcost index .*kb\.yaml` first",
           check=_absent("kb.duckdb")),
     Probe("query_default_store_from_another_folder", (*Q, "refund"), 1, r"no store at \.ragcost/kb\.duckdb; run `ragcost index",
-          setup=lambda ws: ws.pipeline(store=None), check=lambda ws: _nothing_under_dot_ragcost(ws)),
+          setup=_default_store_elsewhere, check=_absent("elsewhere/.ragcost")),
     # --- filters --------------------------------------------------------------------------------
     Probe("filter_not_json", (*Q, "q", "--filter", '{"year": '), 1, r"not valid JSON", setup=_indexed),
     Probe("filter_unknown_field", (*Q, "q", "--filter", '{"colour": "red"}'), 1, r"colour", setup=_indexed),
