@@ -61,11 +61,11 @@ def _read_queries(path: Path) -> list[tuple[str, str]]:
 
 def require_store(url: str, pipeline: Path) -> None:
     """Refuse to run against an embedded store file that does not exist: opening it would create an empty one."""
-    for scheme in ("duckdb:///", "sqlite:///"):
-        if url.startswith(scheme) and not url[len(scheme):].startswith(":memory:"):
-            path = Path(url[len(scheme):].split("?", 1)[0])
-            if not path.is_file():
-                raise StoreError(f"no store at {path}; run `ragcost index {pipeline}` first")
+    from ragcost.cli.paths import embedded_path
+
+    path = embedded_path(url)
+    if path is not None and not path.is_file():
+        raise StoreError(f"no store at {path}; run `ragcost index {pipeline}` first")
 
 
 def _in_range(low: int, high: int, what: str):

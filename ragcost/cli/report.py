@@ -83,30 +83,30 @@ def _require_ledger(url: str) -> None:
 
     Opening either through the Ledger would create it (the file, or the tables), so check first.
     """
-    for scheme in ("duckdb:///", "sqlite:///"):
-        if url.startswith(scheme) and not url[len(scheme):].startswith(":memory:"):
-            path = Path(url[len(scheme):].split("?", 1)[0])
-            if not path.is_file():
-                raise StoreError(f"no ledger at {path}; run `ragcost query` or `ragcost eval` first, or pass --ledger URL")
-            break
-    else:
-        return  # a server URL: the Ledger reports a bad one; its tables are checked there
+    from ragcost.cli.paths import embedded_path
+
+    path = embedded_path(url)
+    if path is None and url.split(":", 1)[0] in ("duckdb", "sqlite"):
+        return  # in memory: nothing on disk to create
+    if path is not None and not path.is_file():
+        raise StoreError(f"no ledger at {path}; run `ragcost query` or `ragcost eval` first, or pass --ledger URL")
     import sqlalchemy as sa
 
     try:
         engine = sa.create_engine(url)
+        shown = engine.url.render_as_string(hide_password=True)
     except Exception as e:
-        raise StoreError(f"ledger {url}: cannot open ({type(e).__name__}); check the SQLAlchemy URL") from None
+        raise StoreError(f"--ledger: cannot open ({type(e).__name__}); check the SQLAlchemy URL, e.g. duckdb:///.ragcost/ledger.duckdb") from None
     try:
         with engine.connect() as conn:
             for table in _LEDGER_TABLES:
                 try:
                     conn.execute(sa.select(sa.text("1")).select_from(sa.table(table)).limit(0))
                 except Exception:
-                    raise StoreError(f"no ledger in {url} (table {table} is missing); run `ragcost query` or `ragcost eval` against it first") from None
+                    raise StoreError(f"no ledger in {shown} (table {table} is missing); run `ragcost query` or `ragcost eval` against it first") from None
     except StoreError:
         raise
     except Exception as e:
-        raise StoreError(f"ledger {url}: cannot open ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); check the SQLAlchemy URL") from None
+        raise StoreError(f"ledger {shown}: cannot open ({type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}); check the URL and that the server is up") from None
     finally:
         engine.dispose()

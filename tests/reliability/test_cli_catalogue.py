@@ -224,6 +224,9 @@ CATALOGUE: list[Probe] = [
           check=_absent("new.duckdb")),
     Probe("report_store_without_ledger_tables_is_not_changed", ("report", "--ledger", "duckdb:///plain.duckdb"), 1,
           r"no ledger in duckdb:///plain\.duckdb \(table rc_ledger_runs is missing\)", setup=_store_without_ledger, check=_no_ledger_tables),
+    Probe("report_unknown_url_scheme", ("report", "--ledger", "nosuchdb://x"), 1, r"--ledger: cannot open \(NoSuchModuleError\)"),
+    Probe("report_unreachable_server_hides_the_password", ("report", "--ledger", "postgresql+psycopg://u:s3cret@127.0.0.1:1/db"), 1,
+          r"^error: ledger postgresql\+psycopg://u:\*\*\*@127\.0\.0\.1:1/db: cannot open", not_out=r"s3cret"),
     Probe("report_pipeline_before_any_query", ("report", "{kb}"), 1, r"no ledger in .*kb\.duckdb", setup=_indexed),
     # --- the safety net in main(): causes named, never "unexpected" ------------------------------
     Probe("os_error_is_named", ("validate", "{kb}"), 1, r"^error: Permission denied: /x/y; check the path",
