@@ -17,10 +17,12 @@ def validate(pipeline: Path = typer.Argument(..., help="pipeline YAML")) -> None
     pipe.check()
     ic = pipe.index_config
     stages = ", ".join(["embed"] + [s.type for s in pipe.config.stages])
-    typer.echo(
+    from ragcost.cli.text import terminal_safe
+
+    typer.echo(terminal_safe(
         f"{pipeline}: ok — store {pipe.config.store_url}; index {ic.backend}/{ic.kind} build {ic.build} search {ic.search}; "
         f"stages {stages}; price book {pipe.price_book_path} ({pipe.price_book.version})"
-    )
+    ))
 
 
 def schema(
@@ -32,7 +34,12 @@ def schema(
 
     text = json.dumps(json_schema(kind), indent=2)
     if out:
-        out.write_text(text + "\n", encoding="utf-8")
+        try:
+            out.write_text(text + "\n", encoding="utf-8")
+        except OSError as e:
+            from ragcost.errors import ConfigError
+
+            raise ConfigError(f"--out {out}: cannot write ({e.strerror or type(e).__name__}); give a path in an existing, writable folder") from None
         typer.echo(f"wrote {out}")
     else:
         typer.echo(text)

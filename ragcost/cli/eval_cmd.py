@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 import typer
 
+from ragcost.cli.text import markup_safe as _m
 from ragcost.errors import ConfigError, StoreError
 
 
@@ -23,7 +24,7 @@ def results_table(run: Any) -> Any:
     q, k0 = run.quality, run.k[0]
     cols = [q, *(m for m in run.metric_names if m != q), f"ann_recall@{k0}"]
     short = {"ndcg": "nDCG", "recall": "R", "mrr": "MRR", "precision": "P", "ann_recall": "annR"}
-    t = Table(title=f"{run.name}: {run.dataset}, {run.queries} queries, {run.documents:,} docs / {run.chunks:,} chunks",
+    t = Table(title=f"{_m(run.name)}: {_m(run.dataset)}, {run.queries} queries, {run.documents:,} docs / {run.chunks:,} chunks",
               header_style="bold", pad_edge=False)
     t.add_column("config", no_wrap=True)
     for c in cols:
@@ -34,7 +35,7 @@ def results_table(run: Any) -> Any:
     for r in sorted(run.ok(), key=lambda r: -r.metrics.get(q, 0)):
         mark = "★ best" if r.recommended else "◆ front" if r.pareto else ""
         t.add_row(
-            r.name, *(f"{r.metrics.get(c, float('nan')):.4f}" for c in cols),
+            _m(r.name), *(f"{r.metrics.get(c, float('nan')):.4f}" for c in cols),
             f"{r.p50_ms:.3f}", f"{r.p95_ms:.3f}", f"{r.p99_ms:.3f}", f"{r.qps_single:,.0f}/{r.qps_batch:,.0f}",
             f"{r.build_seconds:.2f}", f"{r.bytes_per_vector:,.0f}", f"{r.index_bytes / 1e6:.1f}",
             f"{r.usd_per_1k_queries:.5f}", _money(r.usd_per_useful), mark,
@@ -109,14 +110,14 @@ def eval_(
     with bar:
         run = run_eval(ls, cache_dir, progress=cb)
     for w in run.warnings:
-        err.print(f"[yellow]warning:[/] {w}", highlight=False)
+        err.print(f"[yellow]warning:[/] {_m(w)}", highlight=False)
     said = set()
     for r in run.ok():  # build warnings once per built index, not once per swept search setting
         for w in r.warnings:
             key = (r.index_file, r.dim, r.precision, w)
             if key not in said:
                 said.add(key)
-                err.print(f"[yellow]warning:[/] {Path(r.index_file).stem} d{r.dim} {r.precision}: {w}", highlight=False)
+                err.print(f"[yellow]warning:[/] {_m(Path(r.index_file).stem)} d{r.dim} {r.precision}: {_m(w)}", highlight=False)
     emb = f"embedded {run.embedded_documents} documents in {run.embed_seconds:.0f}s" if run.embedded_documents else "corpus vectors from cache"
     out.print(f"{emb}; query embedding {run.query_embed_ms:.1f} ms/query", highlight=False)
     out.print(results_table(run))
@@ -124,22 +125,22 @@ def eval_(
     if others:
         out.print(f"not measured ({len(others)}):", highlight=False)
         for r in others:
-            out.print(f"  {r.name}: {r.status}: {r.reason}", highlight=False)
+            out.print(f"  {_m(r.name)}: {_m(r.status)}: {_m(r.reason)}", highlight=False)
     rec = next((r for r in run.ok() if r.recommended), None)
     if rec:
-        out.print(f"recommended: [bold]{rec.name}[/] — cheapest by $ per useful document ({_money(rec.usd_per_useful)}) "
+        out.print(f"recommended: [bold]{_m(rec.name)}[/] — cheapest by $ per useful document ({_money(rec.usd_per_useful)}) "
                   f"within {run.within_pct:g}% of the best {run.quality} ({rec.metrics[run.quality]:.4f})", highlight=False)
     if not no_ledger:  # the run id first, so the files carry it; a ledger that cannot open must not lose them
         url = ledger or run.store_url
         try:
             res.record(run, url)
-            out.print(f"recorded eval run {run.run_id} in {url} (tables rc_ledger_runs, rc_eval_results)", highlight=False)
+            out.print(f"recorded eval run {run.run_id} in {_m(url)} (tables rc_ledger_runs, rc_eval_results)", highlight=False)
         except StoreError as e:
             failed = e
     for path, write in ((csv, res.write_csv), (parquet, res.write_parquet), (html, write_html)):
         if path is not None:
             write(run, path)
-            out.print(f"wrote {path}", highlight=False)
+            out.print(f"wrote {_m(path)}", highlight=False)
     if failed is not None:
         raise StoreError(f"results not recorded: {failed}; the files above were written; rerun with --ledger URL or --no-ledger")
     out.print(f"done in {run.wall_seconds:.0f}s", highlight=False)
@@ -173,6 +174,6 @@ def _compare(out: Any, refs: tuple[str, str], ledger: Optional[str], spec: Optio
             cells.append("" if d is None else f"{b:.4g} ({d:+.3g})" if abs(d) > 1e-12 else f"{b:.4g} (=)")
         changed += bool(row["change"]) or any(row[m][2] not in (None, 0) for m in res.COMPARED)
         yn = lambda v: "-" if v is None else ("yes" if v else "no")  # noqa: E731
-        t.add_row(row["config"], row["change"], *cells, f"{yn(row['pareto'][0])}/{yn(row['pareto'][1])}")
+        t.add_row(_m(row["config"]), _m(row["change"]), *cells, f"{yn(row['pareto'][0])}/{yn(row['pareto'][1])}")
     out.print(t)
     out.print(f"{changed} configuration(s) differ", highlight=False)

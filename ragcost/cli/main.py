@@ -34,6 +34,43 @@ def _register() -> None:
     app.command("plan")(plan)
 
 
+_INTERRUPTED = "interrupted; what was committed is kept, rerun to finish"
+
+
+def _say(message: str) -> None:
+    """Print ``error: <message>`` as one terminal-safe line on stderr."""
+    from ragcost.cli.text import terminal_safe
+
+    print(f"error: {terminal_safe(message, one_line=True)}", file=sys.stderr)
+
+
+def user_input_error(e: BaseException) -> Optional[str]:
+    """A one-line message for an exception caused by the user's input or environment, or None for a bug."""
+    if isinstance(e, UnicodeDecodeError):
+        return f"a file or argument is not valid UTF-8 (byte 0x{e.object[e.start]:02x} at offset {e.start}); save it as UTF-8"
+    if isinstance(e, UnicodeEncodeError):
+        bad = e.object[e.start:e.end]
+        what = "a lone surrogate" if any(0xD800 <= ord(c) <= 0xDFFF for c in bad) else "a character"
+        return f"the text holds {what} ({bad.encode('unicode_escape').decode()}) that cannot be encoded as {e.encoding}; pass valid UTF-8 text"
+    if isinstance(e, OSError) and (e.filename or e.strerror):
+        where = f": {e.filename}" if e.filename else ""
+        return f"{e.strerror or type(e).__name__}{where}; check the path and its permissions"
+    if isinstance(e, RecursionError):
+        return "the input is nested too deeply to process; flatten it"
+    if isinstance(e, MemoryError):
+        return "out of memory; use smaller inputs or batches"
+    if type(e).__module__.startswith("sqlalchemy"):
+        # Never the SQL or its parameters (they can hold document text): the driver's first line only.
+        orig = getattr(e, "orig", None) or e
+        return f"the database refused the operation ({type(orig).__name__}: {_first_line(orig)}); rerun with --debug for details"
+    return None
+
+
+def _first_line(e: BaseException, limit: int = 200) -> str:
+    line = (str(e).strip().splitlines() or [""])[0]
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -41,22 +78,25 @@ def main(argv: Optional[list[str]] = None) -> int:
     _register()
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
-        app(args=argv, standalone_mode=False, prog_name="ragcost")
-        return 0
+        # standalone_mode=False: typer *returns* the exit code of Exit, and 130 for Ctrl-C.
+        rc = app(args=argv, standalone_mode=False, prog_name="ragcost")
+        if rc == 130:
+            print(_INTERRUPTED, file=sys.stderr)
+        return rc if isinstance(rc, int) else 0
     except RagcostError as e:
         if debug:
             raise
-        print(f"error: {e}", file=sys.stderr)
+        _say(str(e))
         return 1
     except KeyboardInterrupt:
-        print("interrupted; what was committed is kept, rerun to finish", file=sys.stderr)
+        print(_INTERRUPTED, file=sys.stderr)
         return 130
     except SystemExit as e:
-        return int(e.code or 0)
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except Exception as e:
         # typer vendors its own click, so usage errors are recognised by shape, not by class.
         if type(e).__name__ == "Abort":
-            print("interrupted; what was committed is kept, rerun to finish", file=sys.stderr)
+            print(_INTERRUPTED, file=sys.stderr)
             return 130
         fmt = getattr(e, "format_message", None)
         if callable(fmt) and hasattr(e, "exit_code"):
@@ -64,11 +104,15 @@ def main(argv: Optional[list[str]] = None) -> int:
                 raise
             ctx = getattr(e, "ctx", None)
             usage = " ".join(ctx.get_usage().split()) if ctx is not None else "ragcost --help"
-            print(f"error: {fmt()} ({usage})", file=sys.stderr)
+            _say(f"{fmt()} ({usage})")
             return int(e.exit_code or 2)
         if debug:
             raise
-        print(f"error: unexpected {type(e).__name__}: {e} (rerun with --debug for the traceback)", file=sys.stderr)
+        known = user_input_error(e)
+        if known is not None:
+            _say(known)
+        else:
+            _say(f"unexpected {type(e).__name__}: {_first_line(e)} (rerun with --debug for the traceback)")
         return 1
 
 

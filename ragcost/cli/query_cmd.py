@@ -8,39 +8,84 @@ from typing import Optional
 
 import typer
 
-from ragcost.errors import IngestError
+from ragcost.errors import IngestError, StoreError
+
+
+def check_query_text(text: str, where: str) -> str:
+    """``text`` if it can be asked; an empty query or one with undecodable bytes is refused, naming ``where``."""
+    if not text.strip():
+        raise IngestError(f"{where}: the query is empty; give the question as text")
+    for i, c in enumerate(text):
+        if 0xD800 <= ord(c) <= 0xDFFF:
+            # Undecodable argv bytes arrive as lone surrogates (surrogateescape): name the byte.
+            byte = f"byte 0x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else f"lone surrogate \\u{ord(c):04x}"
+            raise IngestError(f"{where}: not valid UTF-8 ({byte} at character {i + 1}); pass the query as UTF-8 text")
+    return text
 
 
 def _read_queries(path: Path) -> list[tuple[str, str]]:
-    """Queries from a .jsonl file ({"_id"|"id", "text"}) or a text file (one query per line)."""
+    """Queries from a .jsonl file ({"_id"|"id", "text"}) or a text file (one query per line).
+
+    Lines are split on \\n only and decoded one at a time, so a bad line is named by file:line.
+    """
     if not path.is_file():
         raise IngestError(f"--queries: file not found: {path}")
     out = []
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            if path.suffix == ".jsonl":
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise IngestError(f"{path}:{n}: not valid JSON ({e.msg}); each line must be {{\"_id\": ..., \"text\": ...}}") from None
-                if not isinstance(obj, dict) or "text" not in obj:
-                    raise IngestError(f"{path}:{n}: a query line needs a \"text\" field")
-                out.append((str(obj.get("_id", obj.get("id", n))), str(obj["text"])))
-            else:
-                out.append((str(n), line))
+    offset = 0
+    for n, raw in enumerate(path.read_bytes().split(b"\n"), 1):
+        try:
+            line = raw.decode("utf-8").strip()
+        except UnicodeDecodeError as e:
+            raise IngestError(
+                f"{path}:{n}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at byte offset {offset + e.start}); save the file as UTF-8"
+            ) from None
+        offset += len(raw) + 1
+        if not line:
+            continue
+        if path.suffix == ".jsonl":
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise IngestError(f"{path}:{n}: not valid JSON ({e.msg}); each line must be {{\"_id\": ..., \"text\": ...}}") from None
+            if not isinstance(obj, dict) or "text" not in obj:
+                raise IngestError(f"{path}:{n}: a query line needs a \"text\" field")
+            if not isinstance(obj["text"], str):
+                raise IngestError(f"{path}:{n}: \"text\" must be a string, not {json.dumps(obj['text'])[:40]}")
+            out.append((str(obj.get("_id", obj.get("id", n))), check_query_text(obj["text"], f"{path}:{n}")))
+        else:
+            out.append((str(n), check_query_text(line, f"{path}:{n}")))
+    if not out:
+        raise IngestError(f"{path}: no queries in the file; write one query per line")
     return out
+
+
+def require_store(url: str, pipeline: Path) -> None:
+    """Refuse to run against an embedded store file that does not exist: opening it would create an empty one."""
+    from ragcost.cli.paths import embedded_path
+
+    path = embedded_path(url)
+    if path is not None and not path.is_file():
+        raise StoreError(f"no store at {path}; run `ragcost index {pipeline}` first")
+
+
+def _in_range(low: int, high: int, what: str):
+    """A typer callback refusing a number outside [low, high] with a usage error that gives the range."""
+
+    def check(value: Optional[int]) -> Optional[int]:
+        if value is not None and not low <= value <= high:
+            raise typer.BadParameter(f"{value} is out of range: give {what}, from {low} to {high}")
+        return value
+
+    return check
 
 
 def query(
     pipeline: Path = typer.Argument(..., help="pipeline YAML"),
     text: Optional[str] = typer.Argument(None, help="the question"),
     filter_: Optional[str] = typer.Option(None, "--filter", help='metadata filter as JSON, e.g. {"year": {"$gte": 2023}}'),
-    k: Optional[int] = typer.Option(None, "-k", help="results per query (default: the retrieve stage's k)"),
+    k: Optional[int] = typer.Option(None, "-k", callback=_in_range(1, 10_000, "results per query"), help="results per query, 1-10000 (default: the retrieve stage's k)"),
     queries: Optional[Path] = typer.Option(None, "--queries", help="a .jsonl or .txt file of queries to run as batches"),
-    batch_size: int = typer.Option(32, "--batch-size", help="queries per batch with --queries"),
+    batch_size: int = typer.Option(32, "--batch-size", callback=_in_range(1, 100_000, "queries per batch"), help="queries per batch with --queries, 1-100000"),
     as_json: bool = typer.Option(False, "--json", help="print results and costs as JSON"),
     ledger: Optional[str] = typer.Option(None, "--ledger", help="SQLAlchemy URL for the ledger (default: the pipeline's store)"),
     no_ledger: bool = typer.Option(False, "--no-ledger", help="do not record this run in the ledger"),
@@ -53,15 +98,18 @@ def query(
 
     if (text is None) == (queries is None):
         raise ConfigError('give either a query text or --queries FILE (e.g. ragcost query pipelines/quickstart.yaml "what is a decorator?")')
-    items = _read_queries(queries) if queries else [("q1", text)]
+    items = _read_queries(queries) if queries else [("q1", check_query_text(text, "the query text"))]
     pipe = Pipeline.load(pipeline)
+    require_store(pipe.config.store_url, pipeline)
     streamed = not as_json and queries is None and _stream_to_terminal(pipe)
     try:
         run = run_queries(pipe, items, filter_=filter_, k=k, batch_size=batch_size, ledger_url=ledger, write_ledger=not no_ledger)
     finally:
         pipe.close()
     if as_json:
-        typer.echo(json.dumps(results_json(run), indent=2))
+        from ragcost.cli.text import dumps
+
+        typer.echo(dumps(results_json(run)))
     else:
         if streamed:
             typer.echo("")
@@ -73,10 +121,12 @@ def _stream_to_terminal(pipe) -> bool:
     gens = [s for s in pipe.stages() if s.type == "generate"]
 
     def show(state, kind: str, text: str) -> None:
+        from ragcost.cli.text import terminal_safe
+
         if kind == "text":
-            typer.echo(text, nl=False)
+            typer.echo(terminal_safe(text), nl=False)
         else:
-            typer.echo(f"\n[{kind}] {text}", err=True)
+            typer.echo(f"\n[{kind}] {terminal_safe(text, one_line=True)}", err=True)
 
     for g in gens:
         g.on_event = show

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from ragcost.cli.text import plain, terminal_safe
 from ragcost.runtime.query import QueryRun
 
 
 def _usd(x: float) -> str:
+    if x != x or x in (float("inf"), float("-inf")):
+        return "n/a"
     return f"${x:.8f}" if x < 0.01 else f"${x:.4f}"
 
 
@@ -19,50 +22,53 @@ def _snippet(text: str, n: int = 140) -> str:
 def print_results(run: QueryRun, show_hits: bool = True, streamed: bool = False) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     console = Console()
     if show_hits:
         for s in run.states:
             for note in ("truncated",):
                 if note in s.notes:
-                    console.print(f"[yellow]note:[/] {s.notes[note]}")
-            t = Table(title=f"{s.text}", title_justify="left", show_lines=False)
+                    console.print(Text.assemble(("note: ", "yellow"), plain(s.notes[note])))
+            t = Table(title=plain(s.text), title_justify="left", show_lines=False)
             t.add_column("#", justify="right")
             t.add_column("title")
             t.add_column("score", justify="right")
             t.add_column("snippet")
             for i, h in enumerate(s.hits, 1):
-                t.add_row(str(i), h.title or h.doc_id, f"{h.score:.3f}", _snippet(h.text))
+                t.add_row(str(i), plain(h.title or h.doc_id), f"{h.score:.3f}", plain(_snippet(terminal_safe(h.text))))
             console.print(t)
             extra = f", {s.notes['matches']} chunks match the filter" if "matches" in s.notes else ""
-            console.print(f"retrieval strategy: {s.notes.get('strategy', '-')}{extra}; {len(s.hits)} results")
+            console.print(plain(f"retrieval strategy: {s.notes.get('strategy', '-')}{extra}; {len(s.hits)} results"))
             _print_answer(console, s, streamed)
-    st = Table(title=f"stages ({len(run.states)} queries, price book {run.price_book_version})", title_justify="left")
+    st = Table(title=plain(f"stages ({len(run.states)} queries, price book {run.price_book_version})"), title_justify="left")
     for col, just in (("stage", "left"), ("resource", "left"), ("calls", "right"), ("items", "right"), ("p50 ms", "right"), ("p95 ms", "right"), ("$", "right")):
         st.add_column(col, justify=just)  # type: ignore[arg-type]
     for s in run.stage_stats():
-        st.add_row(s.stage, s.resource, str(s.calls), str(s.items), f"{s.pct_ms(50):.1f}", f"{s.pct_ms(95):.1f}", _usd(s.cost_usd))
+        st.add_row(plain(s.stage), plain(s.resource), str(s.calls), str(s.items), f"{s.pct_ms(50):.1f}", f"{s.pct_ms(95):.1f}", _usd(s.cost_usd))
     st.add_row("index storage", "storage", "-", str(len(run.states)), "-", "-", _usd(run.storage_usd))
     st.add_row("total", "", "", "", "", "", _usd(run.total_usd), style="bold")
     console.print(st)
     from ragcost.generate.summary import summary_line, timing_summary
 
     for stage, g in timing_summary(run.calls).items():
-        console.print(summary_line(stage, g), highlight=False)
+        console.print(plain(summary_line(stage, g)), highlight=False)
     n = max(len(run.states), 1)
     console.print(f"$ per query {_usd(run.total_usd / n)}  ·  $ per 1k queries {_usd(run.total_usd / n * 1000)}")
 
 
 def _print_answer(console, s, streamed: bool) -> None:
+    from rich.text import Text
+
     if s.error:
-        console.print(f"[red]error:[/] {s.error}", highlight=False)
+        console.print(Text.assemble(("error: ", "red"), plain(s.error)), highlight=False)
     if s.answer is None:
         return
     if not streamed:
-        console.print(f"[bold]answer:[/] {s.answer}", highlight=False)
+        console.print(Text.assemble(("answer: ", "bold"), plain(s.answer)), highlight=False)
     titles = {h.doc_id: h.title or h.doc_id for h in s.hits}
     cites = ", ".join(f"{d} ({titles.get(d, '?')})" for d in s.citations) or "none"
-    console.print(f"citations: {cites}", highlight=False)
+    console.print(plain(f"citations: {cites}"), highlight=False)
 
 
 def results_json(run: QueryRun) -> dict[str, Any]:

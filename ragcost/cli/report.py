@@ -23,7 +23,10 @@ def parse_since(value: Optional[str], now: Optional[datetime] = None) -> Optiona
     now = now or datetime.now(timezone.utc)
     m = _RELATIVE.match(value.strip())
     if m:
-        return now - timedelta(**{_UNITS[m.group(2)]: float(m.group(1))})
+        try:
+            return now - timedelta(**{_UNITS[m.group(2)]: float(m.group(1))})
+        except (OverflowError, ValueError):
+            raise ConfigError(f"--since {value!r} reaches back before year 1; use a shorter span (e.g. 52w) or an ISO date") from None
     try:
         dt = datetime.fromisoformat(value.strip())
     except ValueError:
@@ -51,13 +54,16 @@ def report(
         ledger = ledger or pipe.config.store_url
         pipeline = pipeline or pipe.config.name
     ledger = ledger or DEFAULT_URL
-    if ledger.startswith("duckdb:///") and not ledger.startswith("duckdb:///:memory:"):
-        path = Path(ledger[len("duckdb:///"):])
-        if not path.is_file():
-            raise StoreError(f"no ledger at {path}; run `ragcost query` or `ragcost eval` first, or pass --ledger URL")
-    rep = build_report(ledger, parse_since(since), pipeline)
+    start = parse_since(since)
+    _require_ledger(ledger)
+    rep = build_report(ledger, start, pipeline)
     if json_:
-        typer.echo(to_json(rep))
+        import json
+
+        from ragcost.cli.text import dumps
+
+        # Re-dumped so NaN/inf (a zero-query ratio, an infinite price) come out as null: valid JSON.
+        typer.echo(dumps(json.loads(to_json(rep))))
     elif csv_:
         typer.echo(to_csv(rep), nl=False)
     else:
@@ -67,3 +73,40 @@ def report(
             typer.echo("no queries in the ledger for this selection")
             return
         Console(soft_wrap=True).print(to_rich_table(rep))
+
+
+_LEDGER_TABLES = ("rc_ledger_runs", "rc_ledger_queries", "rc_ledger_stage_calls")
+
+
+def _require_ledger(url: str) -> None:
+    """``report`` is read-only: refuse a missing embedded database file or one without ledger tables.
+
+    Opening either through the Ledger would create it (the file, or the tables), so check first.
+    """
+    from ragcost.cli.paths import embedded_path
+
+    path = embedded_path(url)
+    if path is None and url.split(":", 1)[0] in ("duckdb", "sqlite"):
+        return  # in memory: nothing on disk to create
+    if path is not None and not path.is_file():
+        raise StoreError(f"no ledger at {path}; run `ragcost query` or `ragcost eval` first, or pass --ledger URL")
+    import sqlalchemy as sa
+
+    try:
+        engine = sa.create_engine(url)
+        shown = engine.url.render_as_string(hide_password=True)
+    except Exception as e:
+        raise StoreError(f"--ledger: cannot open ({type(e).__name__}); check the SQLAlchemy URL, e.g. duckdb:///.ragcost/ledger.duckdb") from None
+    try:
+        with engine.connect() as conn:
+            for table in _LEDGER_TABLES:
+                try:
+                    conn.execute(sa.select(sa.text("1")).select_from(sa.table(table)).limit(0))
+                except Exception:
+                    raise StoreError(f"no ledger in {shown} (table {table} is missing); run `ragcost query` or `ragcost eval` against it first") from None
+    except StoreError:
+        raise
+    except Exception as e:
+        raise StoreError(f"ledger {shown}: cannot open ({type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}); check the URL and that the server is up") from None
+    finally:
+        engine.dispose()

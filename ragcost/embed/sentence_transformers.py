@@ -32,12 +32,31 @@ def resolve_model_path(model: str, base: Path | None = None) -> Path:
         return Path(str(mod.get_model_path()))
     found = local_dir(model, base)
     if found is not None:
-        return found
+        return _check_model_dir(model, found)
     known = ", ".join(sorted(k for k in PACKAGED if "/" not in k))
     raise ConfigError(
         f"embed.model {model!r} is neither a local model folder nor a packaged model (known: {known}); "
         "nothing is downloaded at run time: save the model to a folder and give its path"
     )
+
+
+# sentence-transformers loads a folder with modules.json as saved, and one with a transformers
+# config.json as a plain encoder with mean pooling; a folder with neither is not a model.
+_MODEL_FILES = ("modules.json", "config.json")
+
+
+def _check_model_dir(model: str, folder: Path) -> Path:
+    """``folder`` if it holds a saved model, else a ConfigError naming the folder and what is missing."""
+    try:
+        ok = any((folder / name).is_file() for name in _MODEL_FILES)
+    except OSError as e:
+        raise ConfigError(f"embed.model {model!r}: cannot read the folder {folder} ({e.strerror}); check its permissions") from None
+    if not ok:
+        raise ConfigError(
+            f"embed.model {model!r}: the folder {folder} is not a sentence-transformers model (it has no modules.json "
+            "or config.json); give the folder a model was saved to with SentenceTransformer.save()"
+        )
+    return folder
 
 
 @embedder_registry.register("sentence-transformers")
