@@ -100,8 +100,8 @@ class VectorIndex(ABC):
         field = ("backend",) if all(precision not in s.precisions for s in cls.kinds.values()) else ("kind",)
         raise field_error(f"index: kind {kind} with precision {precision}: {note}", field)
 
-    @staticmethod
-    def _other_backends(kind: str) -> str:
+    @classmethod
+    def _other_backends(cls, kind: str) -> str:
         others = [n for n in index_registry.names()
                   if n != cls.backend and kind in getattr(index_registry.get(n), "kinds", {})]
         return f" or backend: {others[0]}" if others else ""
