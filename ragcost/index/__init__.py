@@ -36,4 +36,5 @@ __all__ = [
     "search_params",
     "timed_build",
     "verify_artifact",
+    "write_artifact",
 ]

@@ -68,7 +68,10 @@ def verify_files(directory: Path, manifest: Manifest, rebuild_hint: str, deep: b
             raise _damaged(path, f"holds {got[0]} {tuple(got[1])}, the manifest {MANIFEST} says "
                                  f"{dtype} {tuple(shape)} (edited or damaged)", rebuild_hint)
     if manifest.files:
-        _check_records(directory, manifest, rebuild_hint, deep)
+        _check_records(directory, manifest, expected, rebuild_hint, deep)
+    elif manifest.format >= 2:
+        raise FingerprintError(f"{directory / MANIFEST}: format {manifest.format} without its file checksums "
+                               f"(edited or damaged); {rebuild_hint}")
 
 
 def _check_inside(directory: Path, name: str, rebuild_hint: str) -> None:
@@ -80,7 +83,9 @@ def _check_inside(directory: Path, name: str, rebuild_hint: str) -> None:
         raise FingerprintError(f"{path}: missing; {rebuild_hint}")
 
 
-def _check_records(directory: Path, manifest: Manifest, rebuild_hint: str, deep: bool) -> None:
+def _check_records(directory: Path, manifest: Manifest, headers: dict, rebuild_hint: str, deep: bool) -> None:
+    """Sizes always; the .npy headers (already read and found as the manifest says) against what was
+    written; the checksum of each file not verified since it last changed, or of every file when deep."""
     seen = _read_verified(directory)
     fresh = {}
     for name in manifest.file_names():
@@ -91,7 +96,7 @@ def _check_records(directory: Path, manifest: Manifest, rebuild_hint: str, deep:
         st = path.stat()
         if st.st_size != rec.bytes:
             raise _damaged(path, f"{st.st_size} bytes, written as {rec.bytes}", rebuild_hint)
-        if rec.dtype is not None and npy_header(path) != (rec.dtype, rec.shape):
+        if name in headers and headers[name] != (rec.dtype, rec.shape):
             raise _damaged(path, "dtype/shape differ from when it was written", rebuild_hint)
         stamp = [st.st_size, st.st_mtime_ns, rec.blake2b]
         if deep or seen.get(name) != stamp:

@@ -197,3 +197,20 @@ def test_a_damaged_artifact_reads_as_none_so_ragcost_index_rebuilds_it(built):
     assert read_manifest(folder) == m
     _garble_same_size(folder / m.vectors_file)
     assert read_manifest(folder) is None
+
+
+def test_a_garbled_vectors_file_fails_the_query_and_ragcost_index_is_the_fix(tmp_path, capsys):
+    from tests.cli.conftest import run_cli, write_corpus, write_pipeline
+
+    write_corpus(tmp_path / "kb.jsonl")
+    kb = write_pipeline(tmp_path, index={"backend": "faiss", "kind": "flat"})
+    assert run_cli(capsys, "index", kb)[0] == 0
+    m = json.loads((tmp_path / "index" / "manifest.json").read_text())
+    _garble_same_size(tmp_path / "index" / m["vectors_file"])
+    code, _, err = run_cli(capsys, "query", kb, "refund")
+    lines = err.strip().splitlines()
+    assert code != 0 and len(lines) == 1 and m["vectors_file"] in lines[0] and f"ragcost index {kb}" in lines[0]
+    code, out, err = run_cli(capsys, "index", kb)
+    assert code == 0, err
+    code, out, err = run_cli(capsys, "query", kb, "how do I get my money back?")
+    assert code == 0 and "Refund policy" in out, err

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 
 from ragcost.config.index import IndexConfig
 from ragcost.index import KindSpec, VectorIndex, index_registry
