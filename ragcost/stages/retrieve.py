@@ -21,7 +21,6 @@ from pydantic import Field
 
 from ragcost.records import UsageRecord
 from ragcost.index.collapse import DocMap, collapse
-from ragcost.index.base import index_registry
 from ragcost.index.exact import rows_for_labels, scan_rows
 from ragcost.records import Hit, QueryState
 from ragcost.stages.base import Stage, StageParams, stage_registry
@@ -298,4 +297,6 @@ def _query_matrix(states: list[QueryState]) -> np.ndarray:
 def _raised_search_params(cfg, k: int, selectivity: float) -> Optional[dict]:
     """The search overrides retrieve uses for a filtered search (bench.filters reproduces them);
     the backend declares them: ``VectorIndex.filtered_search_params``."""
+    from ragcost.index import index_registry
+
     return index_registry.get(cfg.backend).filtered_search_params(cfg, k, selectivity)
