@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from ragcost.config.index import IndexConfig
 from ragcost.errors import ConfigError, DependencyError, RagcostError
 from ragcost.index.base import NO_ROWS, PRECISIONS, FilteredResult, KindSpec, VectorIndex, index_registry
