@@ -1,45 +1,40 @@
-"""Vector indexes: the VectorIndex protocol, its backends (registered on import), exact search, artifacts."""
+"""Vector indexes: the VectorIndex protocol, its self-describing backends, exact search, artifacts."""
 
 # Importing the backend modules registers "faiss" and "hnswlib"; each imports its library lazily.
 from ragcost.index import faiss_index, hnsw  # noqa: F401
 from ragcost.index.artifact import (
     LoadedIndex,
-    Manifest,
     build_index,
-    check_fingerprint,
     open_artifact,
     read_manifest,
     timed_build,
     write_artifact,
 )
-from ragcost.errors import ConfigError
-from ragcost.index.base import VectorIndex, index_registry
+from ragcost.index.base import FilteredResult, KindSpec, VectorIndex, index_registry
+from ragcost.index.check import backend_class, build_params, check_config, search_params
 from ragcost.index.exact import exact_search, rows_for_labels
-
-
-
-def check_config(config, precision=None):
-    """The index config checked against its backend (kinds, params, precisions); a ConfigError names the fix."""
-    if precision is not None and precision != "float32" and config.backend == "hnswlib":
-        err = ConfigError(f"embed.precision {precision!r}: hnswlib stores float32 only; "
-                          "use an index with backend: faiss for float16/int8/binary")
-        err.field = ("backend",)
-        raise err
-    return config
-
+from ragcost.index.manifest import Manifest, check_fingerprint, fingerprint_changes
+from ragcost.index.verify import verify_artifact
 
 __all__ = [
-    "check_config",
+    "FilteredResult",
+    "KindSpec",
     "LoadedIndex",
     "Manifest",
     "VectorIndex",
+    "backend_class",
     "build_index",
+    "build_params",
+    "check_config",
     "check_fingerprint",
     "exact_search",
+    "fingerprint_changes",
     "index_registry",
     "open_artifact",
     "read_manifest",
     "rows_for_labels",
+    "search_params",
     "timed_build",
+    "verify_artifact",
     "write_artifact",
 ]

@@ -1,47 +1,39 @@
-"""A built index on disk: index file, vectors, labels and a manifest written last (the commit point)."""
+"""A built index on disk: index file, vectors, labels and a manifest written last (the commit point).
+
+Files are written with ``ragcost.atomic.write_files``: temp names, fsync, rename, the manifest
+last. Each build's files carry a fresh build id, so a new build never overwrites a live one's;
+after the commit the previous build's files -- and only files named as a build names them -- go.
+"""
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
-from pydantic import BaseModel, Field
 
+from ragcost.atomic import temp_target, write_files
 from ragcost.config.index import IndexConfig
 from ragcost.errors import FingerprintError
 from ragcost.index.base import VectorIndex, index_registry
+from ragcost.index.manifest import (
+    FORMAT,
+    MANIFEST,
+    Manifest,
+    check_fingerprint,
+    fingerprint_changes,
+    jsonable,
+    load_manifest,
+)
+from ragcost.index.verify import file_record, remember_verified, stamp, verify_files
 
-MANIFEST = "manifest.json"
-# Files a build owns; anything matching these and not named by the manifest is an older build's.
-_BUILD_FILE = re.compile(r"^(index|vectors|labels)-[0-9a-f]+\.(faiss|hnsw|npy)$|^\..*\.tmp$")
-
-
-class Manifest(BaseModel):
-    """What an index artifact holds and what made it."""
-
-    fingerprint: dict[str, Any] = Field(description="what made it: model hash, dim, precision, build, corpus")
-    vector_count: int
-    dim: int
-    precision: str
-    backend: str
-    kind: str
-    index_bytes: int = Field(description="bytes the index holds in memory")
-    bytes_per_vector: float = Field(description="index_bytes / vector_count")
-    file_bytes: int = Field(description="bytes on disk of this build's index, vectors and labels files")
-    index_file: str
-    vectors_file: str
-    labels_file: str
-    build_seconds: float
-    created_at: str = Field(description="ISO 8601, UTC")
-    warnings: list[str] = Field(default_factory=list)
+# The names a build writes (the index file's suffix is its backend's); nothing else is ever deleted.
+_BUILD_FILE = re.compile(r"^(index-[0-9a-f]{16}\.[A-Za-z0-9_]+|(vectors|labels)-[0-9a-f]{16}\.npy)$")
 
 
 @dataclass
@@ -64,35 +56,26 @@ def build_index(
     return index
 
 
+def timed_build(
+    config: IndexConfig, vectors: np.ndarray, labels: np.ndarray, precision: str = "float32"
+) -> tuple[VectorIndex, float]:
+    """Build and return the wall seconds it took (for the manifest; the runner times queries)."""
+    start = time.perf_counter()
+    index = build_index(config, vectors, labels, precision)
+    return index, time.perf_counter() - start
+
+
 def _sorted_by_label(vectors: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     labels = np.asarray(labels, dtype=np.int64)
     order = np.argsort(labels, kind="stable")
     return np.ascontiguousarray(np.asarray(vectors, dtype=np.float32)[order]), labels[order]
 
 
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - some platforms cannot open directories
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _commit(tmp: Path, final: Path) -> None:
-    """fsync a finished temp file, then rename it into place atomically."""
-    with open(tmp, "rb+") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, final)
-
-
-def _write_npy(directory: Path, name: str, array: np.ndarray) -> None:
-    tmp = directory / f".{name}.tmp"
-    with open(tmp, "wb") as f:
-        np.save(f, array)
-    _commit(tmp, directory / name)
+def _npy_writer(array: np.ndarray):
+    def write(path: Path) -> None:
+        with open(path, "wb") as f:  # a file object: np.save(path) would append ".npy" to the temp name
+            np.save(f, array)
+    return write
 
 
 def write_artifact(
@@ -105,27 +88,18 @@ def write_artifact(
 ) -> Manifest:
     """Write a built index with its vectors and labels; the manifest rename commits it, then old builds go."""
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     vectors, labels = _sorted_by_label(vectors, labels)
     build_id = uuid.uuid4().hex[:16]  # unique names: a new build never overwrites a live one's files
-    ext = "faiss" if index.backend == "faiss" else "hnsw"
-    names = {
-        "index": f"index-{build_id}.{ext}",
-        "vectors": f"vectors-{build_id}.npy",
-        "labels": f"labels-{build_id}.npy",
-    }
-
-    tmp_index = directory / f".{names['index']}.tmp"
-    index.save(tmp_index)
-    _commit(tmp_index, directory / names["index"])
-    _write_npy(directory, names["vectors"], vectors)
-    _write_npy(directory, names["labels"], labels)
-    _fsync_dir(directory)
-
+    names = {"index": f"index-{build_id}.{type(index).suffix}", "vectors": f"vectors-{build_id}.npy",
+             "labels": f"labels-{build_id}.npy"}
+    write_files(directory, {names["index"]: index.save, names["vectors"]: _npy_writer(vectors),
+                            names["labels"]: _npy_writer(labels)})
+    files = {name: file_record(directory / name) for name in names.values()}
     n = len(labels)
     index_bytes = int(index.nbytes())
     manifest = Manifest(
-        fingerprint=_jsonable(fingerprint),
+        format=FORMAT,
+        fingerprint=jsonable(fingerprint),
         vector_count=n,
         dim=int(vectors.shape[1]) if vectors.ndim == 2 else index.dim,
         precision=index.precision,
@@ -133,84 +107,47 @@ def write_artifact(
         kind=index.config.kind,
         index_bytes=index_bytes,
         bytes_per_vector=round(index_bytes / n, 3) if n else 0.0,
-        file_bytes=sum((directory / f).stat().st_size for f in names.values()),
+        file_bytes=sum(r.bytes for r in files.values()),
         index_file=names["index"],
         vectors_file=names["vectors"],
         labels_file=names["labels"],
         build_seconds=float(build_seconds),
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         warnings=list(index.warnings),
+        files=files,
     )
-    tmp = directory / f".{MANIFEST}.{build_id}.tmp"
-    tmp.write_text(manifest.model_dump_json(indent=2))
-    _commit(tmp, directory / MANIFEST)  # the commit point: before it the old build is live, after it the new one
-    _fsync_dir(directory)
+    # The commit point: before the manifest's rename the old build is live, after it the new one.
+    write_files(directory, {}, commit=(MANIFEST, lambda p: p.write_text(manifest.model_dump_json(indent=2))))
+    remember_verified(directory, {name: stamp(directory / name, rec) for name, rec in files.items()})
     _remove_unreferenced(directory, set(names.values()))
     return manifest
 
 
 def _remove_unreferenced(directory: Path, keep: set[str]) -> None:
+    """Delete older builds' files and our crashed builds' temp files; never a file a build would not name."""
     for path in directory.iterdir():
-        if path.name not in keep and _BUILD_FILE.match(path.name):
+        name = path.name
+        target = temp_target(name)
+        ours = bool(_BUILD_FILE.match(name)) or (target is not None and (
+            target == MANIFEST or _BUILD_FILE.match(target) is not None))
+        if ours and name not in keep and path.is_file():
             try:
                 path.unlink()
             except FileNotFoundError:  # a concurrent cleanup got there first
                 pass
 
 
-def _jsonable(value: dict[str, Any]) -> dict[str, Any]:
-    """The fingerprint as it will read back from JSON, so comparisons see the same types."""
-    return json.loads(json.dumps(value, default=str, sort_keys=True))
-
-
-def read_manifest(directory: Path | str) -> Manifest | None:
-    """The committed manifest in ``directory``, or None when there is none."""
-    path = Path(directory) / MANIFEST
-    if not path.is_file():
+def read_manifest(directory: Path | str) -> Optional[Manifest]:
+    """The manifest of a sound artifact in ``directory``, else None: there is none, or it or its files
+    are damaged (checked as ``open_artifact`` does). A caller that rebuilds treats both alike."""
+    directory = Path(directory)
+    try:
+        manifest = load_manifest(directory, "")
+        if manifest is not None:
+            verify_files(directory, manifest, "")
+    except FingerprintError:
         return None
-    return Manifest.model_validate_json(path.read_text())
-
-
-def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in d.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(_flatten(value, name + "."))
-        else:
-            out[name] = value
-    return out
-
-
-def _short(value: Any) -> str:
-    if value is _MISSING:
-        return "(none)"
-    text = str(value)
-    # Hashes are long and only their start tells two apart for a human.
-    if re.fullmatch(r"[0-9a-fA-F]{16,}", text) or (len(text) > 40 and " " not in text):
-        return text[:12]
-    return text
-
-
-_MISSING = object()
-
-
-def fingerprint_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """``key: old -> new`` for every key whose value differs (nested keys dotted)."""
-    a, b = _flatten(_jsonable(old)), _flatten(_jsonable(new))
-    changes = []
-    for key in sorted(set(a) | set(b)):
-        va, vb = a.get(key, _MISSING), b.get(key, _MISSING)
-        if va != vb:
-            changes.append(f"{key}: {_short(va)} -> {_short(vb)}")
-    return changes
-
-
-def check_fingerprint(manifest: Manifest, expected: dict[str, Any], rebuild_hint: str) -> None:
-    """Raise FingerprintError naming every changed key when the artifact was made by something else."""
-    changes = fingerprint_changes(manifest.fingerprint, expected)
-    if changes:
-        raise FingerprintError(f"index was built for something else ({'; '.join(changes)}); {rebuild_hint}")
+    return manifest
 
 
 def open_artifact(
@@ -219,9 +156,9 @@ def open_artifact(
     expected_fingerprint: dict[str, Any],
     rebuild_hint: str,
 ) -> LoadedIndex:
-    """Open a committed artifact after checking its fingerprint and that it matches ``config``."""
+    """Open a committed artifact after checking its manifest, its files and that it matches ``config``."""
     directory = Path(directory)
-    manifest = read_manifest(directory)
+    manifest = load_manifest(directory, rebuild_hint)
     if manifest is None:
         raise FingerprintError(f"no index at {directory}; {rebuild_hint}")
     check_fingerprint(manifest, expected_fingerprint, rebuild_hint)
@@ -230,18 +167,21 @@ def open_artifact(
     if built != wanted:
         changes = "; ".join(fingerprint_changes(built, wanted))
         raise FingerprintError(f"index at {directory} differs from its config ({changes}); {rebuild_hint}")
+    verify_files(directory, manifest, rebuild_hint)
     index = index_registry.get(config.backend)(config, dim=manifest.dim, precision=manifest.precision)
     index.load(directory / manifest.index_file)
     index.warnings = list(manifest.warnings)
     labels = np.load(directory / manifest.labels_file)
     vectors = np.load(directory / manifest.vectors_file, mmap_mode="r")
+    _check_loaded(directory, manifest, index, labels, rebuild_hint)
     return LoadedIndex(index=index, labels=labels, vectors=vectors, manifest=manifest)
 
 
-def timed_build(
-    config: IndexConfig, vectors: np.ndarray, labels: np.ndarray, precision: str = "float32"
-) -> tuple[VectorIndex, float]:
-    """Build and return the wall seconds it took (for the manifest; the runner times queries)."""
-    start = time.perf_counter()
-    index = build_index(config, vectors, labels, precision)
-    return index, time.perf_counter() - start
+def _check_loaded(directory: Path, manifest: Manifest, index: VectorIndex, labels: np.ndarray, hint: str) -> None:
+    """What holds for every artifact, checksums or not: labels sorted and unique, the index as long."""
+    if len(labels) > 1 and not (labels[1:] > labels[:-1]).all():  # a bool per label, not an int64 diff
+        raise FingerprintError(f"{directory / manifest.labels_file}: the index file is damaged: labels are not "
+                               f"sorted and unique as written; {hint}")
+    if len(index) != manifest.vector_count:
+        raise FingerprintError(f"{directory / manifest.index_file}: the index file is damaged: it holds {len(index)} "
+                               f"vectors, the manifest says {manifest.vector_count}; {hint}")

@@ -1,33 +1,131 @@
-"""The VectorIndex protocol: build once, search at many settings.
+"""The VectorIndex protocol: build once, search at many settings; each backend describes itself.
 
 Vectors are float32, L2-normalised, so inner product is cosine similarity; labels are
 int64 chunk ids from the store. Scores are similarities: higher is better. Missing
 results (fewer than k found) are label -1 with score -inf.
+
+A backend class declares what the config may ask of it: its ``kinds`` (each with its build and
+search parameter models and the precisions it stores), the ``devices`` it runs on, the
+``suffix`` of its saved file, and how it widens a filtered search (``filtered_search_params``).
+The config layer knows none of this; ``ragcost.index.check_config`` checks a config against it.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple, Optional
 
 import numpy as np
+from pydantic import ValidationError
 
+from ragcost.config.base import Strict, one_line
 from ragcost.config.index import IndexConfig
+from ragcost.errors import ConfigError
+from ragcost.index.params import raised_ef, raised_nprobe
 from ragcost.registry import Registry
+
+PRECISIONS = ("float32", "float16", "int8", "binary")
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """One index structure a backend offers: its parameter models and the precisions it stores."""
+
+    build: type[Strict]
+    search: type[Strict]
+    precisions: tuple[str, ...] = ("float32",)
+    precision_note: str = ""  # why other precisions are refused, and the fix
+
+
+class FilteredResult(NamedTuple):
+    """A filtered search: (q, k) scores and labels, and the query rows the backend scored exactly
+    (its own fallback when the filtered walk came up short), as sorted int64 row positions."""
+
+    scores: np.ndarray
+    labels: np.ndarray
+    exact_rows: np.ndarray
+
+
+NO_ROWS = np.empty(0, dtype=np.int64)
+
+
+def field_error(message: str, field: tuple) -> ConfigError:
+    """A ConfigError that says which key of the index config is wrong (the loader positions it)."""
+    err = ConfigError(message)
+    err.field = field
+    return err
 
 
 class VectorIndex(ABC):
     """A thin wrapper over one ANN library. The runner times it; it never times itself."""
 
     backend: ClassVar[str]
+    kinds: ClassVar[dict[str, KindSpec]]
+    devices: ClassVar[tuple[str, ...]] = ("cpu",)
+    suffix: ClassVar[str] = "index"  # the saved file is index-<build id>.<suffix>
 
     def __init__(self, config: IndexConfig, dim: int, precision: str = "float32") -> None:
-        self.config = config
+        self.config = self.checked(config, precision)
         self.dim = dim
         self.precision = precision
         self.warnings: list[str] = []  # build-time notes for the user (e.g. too few points to train PQ)
 
+    # ---- what the config may ask --------------------------------------------------------
+    @classmethod
+    def checked(cls, config: IndexConfig, precision: Optional[str] = None) -> IndexConfig:
+        """``config`` with build/search normalised (defaults filled in); a ConfigError with ``.field`` else."""
+        spec = cls.kinds.get(config.kind)
+        if spec is None:
+            raise field_error(f"kind: backend {cls.backend!r} has no kind {config.kind!r}; "
+                              f"use one of {', '.join(cls.kinds)}{cls._other_backends(config.kind)}", ("kind",))
+        if config.device not in cls.devices:
+            raise field_error(f"device: {config.device}: backend {cls.backend!r} runs on "
+                              f"{', '.join(cls.devices)} only; use device: {cls.devices[0]}", ("device",))
+        if precision is not None:
+            cls._check_precision(config.kind, spec, precision)
+        # In place as well as returned: the config's build dict is part of the artifact's fingerprint.
+        config.build = _normalised(spec.build, config.build, "build", config.kind)
+        config.search = _normalised(spec.search, config.search, "search", config.kind)
+        return config
+
+    @classmethod
+    def _check_precision(cls, kind: str, spec: KindSpec, precision: str) -> None:
+        if precision not in PRECISIONS:
+            raise field_error(f"precision {precision!r} is unknown; use one of {', '.join(PRECISIONS)}", ("kind",))
+        if precision in spec.precisions:
+            return
+        note = spec.precision_note or f"backend {cls.backend} kind {kind} stores {', '.join(spec.precisions)}"
+        field = ("backend",) if all(precision not in s.precisions for s in cls.kinds.values()) else ("kind",)
+        raise field_error(f"index: kind {kind} with precision {precision}: {note}", field)
+
+    @classmethod
+    def _other_backends(cls, kind: str) -> str:
+        others = [n for n in index_registry.names()
+                  if n != cls.backend and kind in getattr(index_registry.get(n), "kinds", {})]
+        return f" or backend: {others[0]}" if others else ""
+
+    def build_params(self) -> Any:
+        """The typed build parameters of this index's kind."""
+        return self.kinds[self.config.kind].build.model_validate(self.config.build)
+
+    def search_params(self, overrides: Optional[dict[str, Any]] = None) -> Any:
+        """The typed search parameters, with per-call ``overrides`` (ef, nprobe) checked."""
+        return typed_search(self.kinds[self.config.kind].search, self.config, overrides)
+
+    @classmethod
+    def filtered_search_params(cls, config: IndexConfig, k: int, selectivity: float) -> Optional[dict[str, Any]]:
+        """Search overrides for a filtered search where ``selectivity`` of the labels are allowed,
+        or None to search as configured. The default widens ``ef`` or ``nprobe`` when the kind has it."""
+        fields = cls.kinds[config.kind].search.model_fields
+        if "ef" in fields:
+            return raised_ef(int(config.search.get("ef", fields["ef"].default)), k, selectivity)
+        if "nprobe" in fields:
+            return raised_nprobe(int(config.search.get("nprobe", fields["nprobe"].default)), selectivity)
+        return None
+
+    # ---- the work -------------------------------------------------------------------------
     @abstractmethod
     def build(self, vectors: np.ndarray, labels: np.ndarray) -> None:
         """Build from (n, dim) float32 vectors and their (n,) int64 labels."""
@@ -47,6 +145,14 @@ class VectorIndex(ABC):
         library's own filtered search (hnswlib ``filter``; faiss ``IDSelector`` in
         ``SearchParameters``) -- never post-filtering.
         """
+
+    def search_filtered(
+        self, queries: np.ndarray, k: int, params: dict[str, Any] | None, allowed: np.ndarray
+    ) -> FilteredResult:
+        """``search`` restricted to ``allowed``, saying which query rows were scored exactly rather
+        than by the index. A backend that falls back to exact scoring overrides this; by default none do."""
+        scores, labels = self.search(queries, k, params=params, allowed=allowed)
+        return FilteredResult(scores, labels, NO_ROWS)
 
     def search_one(self, query: np.ndarray, k: int) -> tuple[list[int], list[float]]:
         """Top-k for one (dim,) float32 query with the config's search parameters, as Python lists
@@ -69,6 +175,29 @@ class VectorIndex(ABC):
 
     @abstractmethod
     def __len__(self) -> int: ...
+
+
+def typed_search(model: type[Strict], config: IndexConfig, overrides: Optional[dict[str, Any]] = None) -> Any:
+    """``config.search`` with ``overrides`` as ``model``; a ConfigError names the bad override."""
+    try:
+        return model.model_validate({**config.search, **(overrides or {})})
+    except ValidationError as e:
+        raise ConfigError(f"search params {overrides!r} for kind {config.kind!r}: "
+                          f"{one_line(e, known=list(model.model_fields))}") from None
+
+
+def _normalised(model: type[Strict], data: dict, where: str, kind: str) -> dict:
+    """``data`` validated by ``model`` with its defaults filled in; the error names the key."""
+    try:
+        return model.model_validate(data).model_dump()
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = ".".join(str(x) for x in err["loc"])
+        known = ", ".join(model.model_fields) or "none"
+        if err["type"] == "extra_forbidden":
+            raise field_error(f"{where}.{key}: unknown {where} parameter for kind {kind!r}; known: {known}",
+                              (where, *err["loc"])) from None
+        raise field_error(f"{where}.{key}: {err['msg']} (got {err.get('input')!r})", (where, *err["loc"])) from None
 
 
 index_registry: Registry[type[VectorIndex]] = Registry("index backend")

@@ -7,15 +7,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import ValidationError
 
 from ragcost.config.index import IndexConfig
 from ragcost.errors import ConfigError, DependencyError, RagcostError
-from ragcost.index.base import VectorIndex, index_registry
+from ragcost.index.base import NO_ROWS, PRECISIONS, FilteredResult, KindSpec, VectorIndex, index_registry
+from ragcost.index.params import HNSWBuild, HNSWSearch, IVFBuild, IVFPQBuild, IVFSearch, NoParams
 
-PRECISIONS = ("float32", "float16", "int8", "binary")
 # Scalar-quantizer code per precision, as faiss.index_factory spells it.
 _CODE = {"float32": "Flat", "float16": "SQfp16", "int8": "SQ8"}
+_NO_BINARY_IVF = ("faiss binary indexes here are flat or hnsw (IndexBinaryIVF has no filtered search); "
+                  "use kind: flat or kind: hnsw")
 GPU_HINT = "device: gpu needs faiss-gpu and a CUDA GPU: pip install 'ragcost[gpu]' (faiss-gpu), or set device: cpu"
 
 
@@ -30,17 +31,6 @@ def _faiss() -> Any:
 def auto_nlist(n: int) -> int:
     """About 4*sqrt(n) coarse clusters, keeping at least 39 training points per cluster."""
     return int(min(max(int(4 * math.sqrt(n)), 1), max(n // 39, 1)))
-
-
-def search_params_or_error(config: IndexConfig, params: dict[str, Any] | None) -> Any:
-    """Validate per-call search overrides against the config's kind."""
-    try:
-        return config.search_params(**(params or {}))
-    except ValidationError as e:
-        err = e.errors()[0]
-        raise ConfigError(
-            f"search params {params!r} for kind {config.kind!r}: {err['loc'][0]}: {err['msg']}"
-        ) from None
 
 
 def _selector(faiss: Any, allowed: np.ndarray) -> tuple[Any, Any]:
@@ -63,15 +53,23 @@ class FaissIndex(VectorIndex):
     """One faiss index whose labels are the store's int64 labels."""
 
     backend = "faiss"
+    kinds = {
+        "flat": KindSpec(NoParams, NoParams, PRECISIONS),
+        "hnsw": KindSpec(HNSWBuild, HNSWSearch, PRECISIONS),
+        "ivf_flat": KindSpec(IVFBuild, IVFSearch, ("float32", "float16", "int8"), _NO_BINARY_IVF),
+        "ivf_pq": KindSpec(IVFPQBuild, IVFSearch, ("float32",), (
+            "PQ is its own compression and takes float32 vectors; use precision: float32 "
+            "(tune build.m/nbits) or kind: ivf_flat for float16/int8")),
+    }
+    devices = ("cpu", "gpu")
+    suffix = "faiss"
 
     def __init__(self, config: IndexConfig, dim: int, precision: str = "float32") -> None:
         super().__init__(config, dim, precision)
-        self._check_combination()
+        self._check_dim()
         self._index: Any = None
         self._gpu_res: Any = None
         self._nbytes: int | None = None
-        self.last_search_fallback = False  # True when a filtered HNSW query fell back to exact scoring
-        self.last_fallback_rows: np.ndarray | None = None  # the query rows that did
         self._sp_cache: tuple[Any, Any] | None = None  # (config.search items, params): skips re-validating per query
         self._fp_cache: tuple[Any, Any] | None = None  # (key, faiss SearchParameters) for searches without a selector
         self._fast_one: Any = None  # (faiss, swig_ptr) when search_one may call search_c directly; False when not
@@ -82,24 +80,13 @@ class FaissIndex(VectorIndex):
     def binary(self) -> bool:
         return self.precision == "binary"
 
-    def _check_combination(self) -> None:
+    def _check_dim(self) -> None:
+        """The combinations the kinds table cannot say: those that depend on the dimension."""
         kind, prec, dim = self.config.kind, self.precision, self.dim
-        if prec not in PRECISIONS:
-            raise ConfigError(f"index: unknown precision {prec!r}; use one of {', '.join(PRECISIONS)}")
-        if kind == "ivf_pq" and prec != "float32":
-            raise ConfigError(
-                f"index: kind ivf_pq with precision {prec}: PQ is its own compression and takes float32 "
-                "vectors; use precision: float32 (tune build.m/nbits) or kind: ivf_flat for float16/int8"
-            )
-        if prec == "binary" and kind not in ("flat", "hnsw"):
-            raise ConfigError(
-                f"index: kind {kind} with precision binary: faiss binary indexes here are flat or hnsw "
-                "(IndexBinaryIVF has no filtered search); use kind: flat or kind: hnsw"
-            )
         if prec == "binary" and dim % 8:
             raise ConfigError(f"index: precision binary packs 8 dims per byte; dim {dim} is not a multiple of 8")
         if kind == "ivf_pq":
-            m = self.config.build_params().m
+            m = self.build_params().m
             if dim % m:
                 divisors = [d for d in range(1, dim + 1) if dim % d == 0]
                 raise ConfigError(
@@ -142,7 +129,7 @@ class FaissIndex(VectorIndex):
 
     def _new_binary(self, faiss: Any) -> Any:
         if self.config.kind == "hnsw":
-            p = self.config.build_params()
+            p = self.build_params()
             inner = faiss.IndexBinaryHNSW(self.dim, p.M)
             inner.hnsw.efConstruction = p.ef_construction
         else:
@@ -151,7 +138,7 @@ class FaissIndex(VectorIndex):
 
     def _new_float(self, faiss: Any, n: int) -> Any:
         kind, code, ip = self.config.kind, _CODE.get(self.precision), faiss.METRIC_INNER_PRODUCT
-        p = self.config.build_params()
+        p = self.build_params()
         if kind == "flat":
             return faiss.index_factory(self.dim, f"IDMap2,{code}", ip)
         if kind == "hnsw":
@@ -211,13 +198,24 @@ class FaissIndex(VectorIndex):
         allowed: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Top-k by inner product (binary: score = -Hamming distance); ``allowed`` is an IDSelector."""
+        return self._search(queries, k, params, allowed)[:2]
+
+    def search_filtered(
+        self, queries: np.ndarray, k: int, params: dict[str, Any] | None, allowed: np.ndarray
+    ) -> FilteredResult:
+        """Filtered top-k; HNSW rows whose walk found fewer than k are rescored exactly and listed."""
+        return self._search(queries, k, params, allowed)
+
+    def _search(
+        self, queries: np.ndarray, k: int, params: dict[str, Any] | None, allowed: np.ndarray | None
+    ) -> FilteredResult:
         faiss = _faiss()
         self._set_threads(faiss)
         sp = self._search_params(params)
         queries = np.atleast_2d(np.ascontiguousarray(queries, dtype=np.float32))
         if self._index is None or self._index.ntotal == 0 or k <= 0:
-            return (np.full((len(queries), max(k, 0)), -np.inf, np.float32),
-                    np.full((len(queries), max(k, 0)), -1, np.int64))
+            return FilteredResult(np.full((len(queries), max(k, 0)), -np.inf, np.float32),
+                                  np.full((len(queries), max(k, 0)), -1, np.int64), NO_ROWS)
         sel, _keep = None, None
         if allowed is not None:
             allowed = np.ascontiguousarray(allowed, dtype=np.int64)
@@ -234,11 +232,10 @@ class FaissIndex(VectorIndex):
             scores = np.where(missing, -np.inf, scores).astype(np.float32)
         else:
             scores = scores.astype(np.float32, copy=False)
-        self.last_search_fallback = False
-        self.last_fallback_rows = None
+        exact_rows = NO_ROWS
         if allowed is not None and self.config.kind == "hnsw":
-            self._refill_short_rows(faiss, queries, k, allowed, scores, lab)
-        return scores, lab
+            exact_rows = self._refill_short_rows(faiss, queries, k, allowed, scores, lab)
+        return FilteredResult(scores, lab, exact_rows)
 
     def search_one(self, query: np.ndarray, k: int) -> tuple[list[int], list[float]]:
         """One query, no filter: faiss's own ``search_c`` on our output buffers, with the cached
@@ -255,8 +252,6 @@ class FaissIndex(VectorIndex):
         dist = np.empty(k, dtype=np.float32)
         lab = np.empty(k, dtype=np.int64)
         self._index.search_c(1, ptr(query), k, ptr(dist), ptr(lab), fparams)
-        self.last_search_fallback = False
-        self.last_fallback_rows = None
         labels, scores = lab.tolist(), dist.tolist()
         if labels[-1] < 0:  # faiss puts missing results last
             scores = [s if lb >= 0 else -math.inf for lb, s in zip(labels, scores)]
@@ -270,20 +265,19 @@ class FaissIndex(VectorIndex):
 
     def _refill_short_rows(
         self, faiss: Any, queries: np.ndarray, k: int, allowed: np.ndarray, scores: np.ndarray, lab: np.ndarray
-    ) -> None:
-        """Rescore rows where the filtered graph walk found fewer than k: exact over the allowed stored codes."""
+    ) -> np.ndarray:
+        """Rescore rows where the filtered graph walk found fewer than k: exact over the allowed stored
+        codes, in place. Returns the rows it rescored."""
         found = (lab >= 0).sum(axis=1)
         if (found >= min(k, len(allowed))).all():
-            return  # every row is full: skip the (n log n) check of which allowed labels the index holds
+            return NO_ROWS  # every row is full: skip the (n log n) check of which allowed labels the index holds
         present = allowed[np.isin(allowed, faiss.vector_to_array(self._index.id_map))]
         want = min(k, len(present))
         short = np.flatnonzero(found < want)
         if len(short) == 0:
-            return
+            return NO_ROWS
         # A very selective filter starves HNSW's bounded candidate list (faiss gives no more than
         # it met); scoring the few allowed codes the index stores is exact and still not post-filtering.
-        self.last_search_fallback = True
-        self.last_fallback_rows = short
         if self.binary:
             codes = np.stack([self._index.reconstruct(int(i)) for i in present])
             flat = faiss.IndexBinaryFlat(self.dim)
@@ -297,14 +291,15 @@ class FaissIndex(VectorIndex):
         sub_lab = np.where(pos >= 0, present[np.maximum(pos, 0)], -1)
         lab[short] = sub_lab
         scores[short] = np.where(sub_lab < 0, -np.inf, sub_scores)
+        return short.astype(np.int64, copy=False)
 
     def _search_params(self, params: dict[str, Any] | None) -> Any:
         if params:
-            return search_params_or_error(self.config, params)
+            return self.search_params(params)
         search = self.config.search
         cached = self._sp_cache
         if cached is None or cached[0] != search:  # a dict compare: cheap, and sees in-place edits
-            cached = self._sp_cache = (dict(search), search_params_or_error(self.config, None))
+            cached = self._sp_cache = (dict(search), self.search_params(None))
         return cached[1]
 
     def _faiss_params(self, faiss: Any, sp: Any, k: int, sel: Any) -> Any:

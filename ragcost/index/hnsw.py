@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 
 from ragcost.config.index import IndexConfig
-from ragcost.errors import ConfigError, RagcostError
-from ragcost.index.base import VectorIndex, index_registry
+from ragcost.errors import RagcostError
+from ragcost.index.base import NO_ROWS, FilteredResult, KindSpec, VectorIndex, index_registry
 from ragcost.index.exact import exact_search
-from ragcost.index.faiss_index import search_params_or_error
+from ragcost.index.params import HNSWBuild, HNSWSearch
 
 
 def _pad(scores: np.ndarray, labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -29,17 +29,13 @@ class HnswlibIndex(VectorIndex):
     """HNSW graph from hnswlib; stores float32 vectors only."""
 
     backend = "hnswlib"
+    kinds = {"hnsw": KindSpec(HNSWBuild, HNSWSearch, ("float32",),
+                              "hnswlib stores float32 only; use backend: faiss for float16/int8/binary")}
+    suffix = "hnsw"
 
     def __init__(self, config: IndexConfig, dim: int, precision: str = "float32") -> None:
-        if precision != "float32":
-            raise ConfigError(
-                f"index: precision {precision!r} with backend hnswlib: "
-                "hnswlib stores float32 only; use backend: faiss for float16/int8/binary"
-            )
         super().__init__(config, dim, precision)
         self._index: Any = None
-        self.last_search_fallback = False  # True when a filtered query fell back to exact scoring
-        self.last_fallback_rows = None  # which query rows fell back (None with the flag set: all of them)
         self._ef_cache: tuple[Any, int] | None = None  # (config.search items, ef): skips re-validating per query
         self._top: int | None = None  # the largest label in the index, for the filter's lookup table
 
@@ -56,7 +52,7 @@ class HnswlibIndex(VectorIndex):
     def build(self, vectors: np.ndarray, labels: np.ndarray) -> None:
         """Build the graph from (n, dim) float32 vectors and their int64 labels."""
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        p = self.config.build_params()
+        p = self.build_params()
         self._index = self._new()
         self._index.init_index(
             max_elements=max(len(vectors), 1), M=p.M, ef_construction=p.ef_construction, random_seed=100
@@ -73,16 +69,26 @@ class HnswlibIndex(VectorIndex):
         allowed: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Top-k by inner product; ``allowed`` uses hnswlib's ``filter`` during the graph walk."""
+        return self._search(queries, k, params, allowed)[:2]
+
+    def search_filtered(
+        self, queries: np.ndarray, k: int, params: dict[str, Any] | None, allowed: np.ndarray
+    ) -> FilteredResult:
+        """Filtered top-k; every row is scored exactly when hnswlib's walk found fewer than k."""
+        return self._search(queries, k, params, allowed)
+
+    def _search(
+        self, queries: np.ndarray, k: int, params: dict[str, Any] | None, allowed: np.ndarray | None
+    ) -> FilteredResult:
         queries = np.atleast_2d(np.ascontiguousarray(queries, dtype=np.float32))
         count = len(self)
-        self.last_search_fallback = False
-        self.last_fallback_rows = None
         k_eff = min(k, count)
         if allowed is not None:
             allowed = np.asarray(allowed, dtype=np.int64)
             k_eff = min(k_eff, len(allowed))
         if k_eff <= 0 or len(queries) == 0:
-            return _pad(np.zeros((len(queries), 0), np.float32), np.zeros((len(queries), 0), np.int64), k)
+            return FilteredResult(*_pad(np.zeros((len(queries), 0), np.float32), np.zeros((len(queries), 0), np.int64), k),
+                                  NO_ROWS)
         ef = max(self._ef(params), k_eff)
         if ef != self._index.ef:
             self._index.set_ef(ef)
@@ -95,13 +101,12 @@ class HnswlibIndex(VectorIndex):
         except RuntimeError:
             # hnswlib raises when the walk finds fewer than k (tiny filters, disconnected
             # regions). Score the allowed vectors exactly instead: still no post-filtering.
-            self.last_search_fallback = True
-            return self._exact(queries, k, allowed)
+            return FilteredResult(*self._exact(queries, k, allowed), np.arange(len(queries), dtype=np.int64))
         scores = np.subtract(1.0, dist, dtype=np.float32)  # hnswlib "ip" distance is 1 - <q, x>
         lab = lab.astype(np.int64, copy=False)
         if k_eff == k:
-            return scores, lab
-        return _pad(scores, lab, k)
+            return FilteredResult(scores, lab, NO_ROWS)
+        return FilteredResult(*_pad(scores, lab, k), NO_ROWS)
 
     def search_one(self, query: np.ndarray, k: int) -> tuple[list[int], list[float]]:
         """One query, no filter: hnswlib's ``knn_query`` and Python lists, without the batch bookkeeping."""
@@ -112,8 +117,6 @@ class HnswlibIndex(VectorIndex):
         if ef != self._index.ef:
             self._index.set_ef(ef)
         lab, dist = self._index.knn_query(query, k=k, num_threads=self._threads())
-        self.last_search_fallback = False
-        self.last_fallback_rows = None
         # "ip" distance is 1 - <q, x>. In Python: a numpy ufunc call costs ~10 us here, cold, after the
         # walk has evicted the caches (bench.overhead). Scores are doubles, within 1 float32 ulp of search's.
         return lab[0].tolist(), [1.0 - d for d in dist[0].tolist()]
@@ -140,11 +143,11 @@ class HnswlibIndex(VectorIndex):
 
     def _ef(self, params: dict[str, Any] | None) -> int:
         if params:
-            return search_params_or_error(self.config, params).ef
+            return self.search_params(params).ef
         search = self.config.search
         cached = self._ef_cache
         if cached is None or cached[0] != search:  # a dict compare: cheap, and sees in-place edits
-            cached = self._ef_cache = (dict(search), search_params_or_error(self.config, None).ef)
+            cached = self._ef_cache = (dict(search), self.search_params(None).ef)
         return cached[1]
 
     def _exact(self, queries: np.ndarray, k: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:

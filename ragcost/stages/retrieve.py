@@ -262,14 +262,12 @@ class Retrieve(Stage):
         below = self.params.exact_below
         if n_match <= max(self.params.exact_max_matches, k) or selectivity < below or below >= 1.0:
             return (*self._exact(art, g, q, k), "exact")
-        params = _raised_search_params(self.ctx.index_config, k, selectivity)
-        scores, labels = art.index.search(q, k, params=params, allowed=g.allowed)
-        # Both the index's own fallback (hnswlib/faiss HNSW rescoring when the walk came up short)
-        # and ours below are exact scans: report them as such, per query.
+        params = type(art.index).filtered_search_params(self.ctx.index_config, k, selectivity)
+        scores, labels, exact_rows = art.index.search_filtered(q, k, params, g.allowed)
+        # Both the index's own fallback (rows it scored exactly when its walk came up short) and
+        # ours below are exact scans: report them as such, per query.
         fell_back = np.zeros(len(q), dtype=bool)
-        if getattr(art.index, "last_search_fallback", False):
-            rows = getattr(art.index, "last_fallback_rows", None)
-            fell_back[slice(None) if rows is None else rows] = True
+        fell_back[exact_rows] = True
         short = (labels < 0).any(axis=1)
         if short.any():
             idx = np.flatnonzero(short)
@@ -298,14 +296,8 @@ def _query_matrix(states: list[QueryState]) -> np.ndarray:
 
 
 def _raised_search_params(cfg, k: int, selectivity: float) -> Optional[dict]:
-    """Native filtered search visits ~1/selectivity more candidates to find k allowed ones."""
-    # 2/selectivity, not 1/: faiss HNSW's bounded candidate list lost recall on anti-correlated
-    # filters at 30% with ef x 1/selectivity (bench.filters: 0.93).
-    boost = min(2.0 / max(selectivity, 1e-6), 32.0)
-    if cfg.kind == "hnsw":
-        ef = int(cfg.search.get("ef", 64))
-        return {"ef": int(min(max(ef, k) * boost, 4096))}
-    if cfg.kind in ("ivf_flat", "ivf_pq"):
-        nprobe = int(cfg.search.get("nprobe", 16))
-        return {"nprobe": int(nprobe * boost)}
-    return None
+    """The search overrides retrieve uses for a filtered search (bench.filters reproduces them);
+    the backend declares them: ``VectorIndex.filtered_search_params``."""
+    from ragcost.index import index_registry
+
+    return index_registry.get(cfg.backend).filtered_search_params(cfg, k, selectivity)

@@ -1,0 +1,1 @@
+"""Contract test classes every backend's test class inherits (Haystack's DocumentStoreBaseTests style)."""

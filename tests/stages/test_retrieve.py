@@ -7,7 +7,7 @@ import pytest
 
 from ragcost.config.index import IndexConfig
 from ragcost.records import UsageRecord
-from ragcost.index import LoadedIndex, build_index, exact_search, rows_for_labels
+from ragcost.index import FilteredResult, LoadedIndex, build_index, exact_search, rows_for_labels
 from ragcost.records import QueryState
 from ragcost.stages.retrieve import Retrieve, RetrieveParams
 from tests.conftest import clustered_vectors
@@ -118,15 +118,14 @@ class TestRetrieveStrategies:
 
     def test_a_native_result_short_of_k_falls_back_to_exact_for_that_query_and_says_so(self, pipe, data, monkeypatch):
         index = pipe.artifact().index
-        real = index.search
+        real = index.search_filtered
 
-        def short_first_row(q, k, params=None, allowed=None):
-            scores, labels = real(q, k, params=params, allowed=allowed)
-            if allowed is not None:  # the walk came up one short for the first query
-                scores[0, -1], labels[0, -1] = -np.inf, -1
-            return scores, labels
+        def short_first_row(q, k, params, allowed):
+            scores, labels, rows = real(q, k, params, allowed)
+            scores[0, -1], labels[0, -1] = -np.inf, -1  # the walk came up one short for the first query
+            return FilteredResult(scores, labels, rows)
 
-        monkeypatch.setattr(index, "search", short_first_row)
+        monkeypatch.setattr(index, "search_filtered", short_first_row)
         states, usage = run(pipe, data[1], "half", exact_below=0.0, exact_max_matches=0)
         assert states[0].notes["strategy"] == "native+exact-fallback"
         assert ids(states)[0] == truth(data, "half")[0].tolist()
@@ -134,14 +133,13 @@ class TestRetrieveStrategies:
 
     def test_the_index_own_fallback_is_reported_as_a_fallback(self, pipe, data, monkeypatch):
         index = pipe.artifact().index
-        real = index.search
+        real = index.search_filtered
 
-        def index_fell_back(q, k, params=None, allowed=None):
-            out = real(q, k, params=params, allowed=allowed)
-            index.last_search_fallback, index.last_fallback_rows = allowed is not None, np.array([1])
-            return out
+        def index_fell_back(q, k, params, allowed):
+            scores, labels, _ = real(q, k, params, allowed)
+            return FilteredResult(scores, labels, np.array([1]))  # the index scored row 1 exactly
 
-        monkeypatch.setattr(index, "search", index_fell_back)
+        monkeypatch.setattr(index, "search_filtered", index_fell_back)
         states, _ = run(pipe, data[1], "half", exact_below=0.0, exact_max_matches=0)
         assert states[1].notes["strategy"] == "native+exact-fallback"
 

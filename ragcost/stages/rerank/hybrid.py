@@ -19,6 +19,7 @@ from typing import Literal, Optional
 import numpy as np
 from pydantic import Field
 
+from ragcost.atomic import temp_target, write_files
 from ragcost.errors import DependencyError, IngestError
 from ragcost.records import Hit
 from ragcost.stages.rerank.base import Reranker, RerankerParams, hit_from_row, reranker_registry
@@ -93,21 +94,35 @@ def build_bm25(ctx, stopwords: str = "en") -> BM25Index:
         raise IngestError(f"{ctx.path}: the store has no chunks for BM25; run `ragcost index {ctx.path}` first")
     retriever = bm25s.BM25()
     retriever.index(_tokenize(texts, stopwords), show_progress=False)
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = root / f".bm25-{uuid.uuid4().hex[:12]}.building"  # not *.tmp: index builds sweep those as files
-    retriever.save(str(tmp), show_progress=False)
-    np.save(tmp / "labels.npy", labels)
-    (tmp / META).write_text(json.dumps(fp, sort_keys=True))  # written last: a folder without it is unfinished
-    try:
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-    except OSError:  # another process committed the same build first; theirs is as good as ours
-        shutil.rmtree(tmp, ignore_errors=True)
+    _commit_bm25(root, final, retriever, labels, fp)
     for old in root.glob(f"bm25-*-{stopwords}"):
         if old != final:
             shutil.rmtree(old, ignore_errors=True)
     return BM25Index(retriever, labels, final, stopwords)
+
+
+def _commit_bm25(root: Path, final: Path, retriever, labels: np.ndarray, fp: dict) -> None:
+    """Write the BM25 folder with the one atomic folder write: its files first, the meta file last
+    (a folder whose meta is missing or differs is unfinished and gets rebuilt)."""
+    root.mkdir(parents=True, exist_ok=True)
+    scratch = root / f".bm25-{uuid.uuid4().hex[:12]}.building"  # bm25s saves a folder; its files move from here
+    try:
+        retriever.save(str(scratch), show_progress=False)
+        files = {p.name: (lambda dst, src=p: os.replace(src, dst)) for p in scratch.iterdir() if p.is_file()}
+
+        def write_labels(dst: Path) -> None:
+            with open(dst, "wb") as f:  # a file object: np.save(path) would append ".npy" to the temp name
+                np.save(f, labels)
+
+        files["labels.npy"] = write_labels
+        if final.is_dir():  # an older build's meta must not vouch for the files replaced under it
+            (final / META).unlink(missing_ok=True)
+        write_files(final, files, commit=(META, lambda p: p.write_text(json.dumps(fp, sort_keys=True))))
+        for p in final.iterdir():  # files an older bm25s wrote that this one did not
+            if p.name not in files and p.name != META and p.is_file() and temp_target(p.name) is None:
+                p.unlink(missing_ok=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def rrf(rankings: list[list[str | int]], k: int = 60) -> dict[str | int, float]:
