@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from bench import common as C
-from ragcost.stages.retrieve import _raised_search_params
+from ragcost.index import index_registry
 
 SELECTIVITIES = (1.0, 0.3, 0.1, 0.03, 0.01, 1e-3, 1e-4)
 
@@ -72,7 +72,7 @@ def buckets() -> list[tuple[str, Any]]:
 def native_raw(art, q: np.ndarray, k: int, allowed: np.ndarray, selectivity: float) -> np.ndarray:
     """The library's own filtered search (no fallback): labels (k,), -1 where it found fewer."""
     cfg, lib = art.index.config, art.index._index
-    params = _raised_search_params(cfg, k, selectivity) or {}
+    params = index_registry.get(cfg.backend).filtered_search_params(cfg, k, selectivity) or {}
     out = np.full(k, -1, dtype=np.int64)
     if cfg.backend == "hnswlib":
         lib.set_ef(max(params.get("ef", 64), k))

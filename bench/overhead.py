@@ -17,6 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from bench import common as C
+from ragcost.index import build_params, search_params
 from ragcost.index.faiss_index import auto_nlist
 
 
@@ -24,7 +25,7 @@ def raw_searcher(art, threads: int) -> Callable[[np.ndarray, int], Any]:
     """The library call a raw user makes, with the same parameters and threads as ragcost's config."""
     cfg, lib = art.index.config, art.index._index
     if cfg.backend == "hnswlib":
-        lib.set_ef(int(cfg.search_params().ef))
+        lib.set_ef(int(search_params(cfg).ef))
         nt = threads or -1
         return lambda q, k: lib.knn_query(q, k=k, num_threads=nt)
     import faiss
@@ -32,9 +33,9 @@ def raw_searcher(art, threads: int) -> Callable[[np.ndarray, int], Any]:
     if threads:
         faiss.omp_set_num_threads(threads)
     if cfg.kind == "hnsw":
-        faiss.downcast_index(lib.index).hnsw.efSearch = int(cfg.search_params().ef)
+        faiss.downcast_index(lib.index).hnsw.efSearch = int(search_params(cfg).ef)
     elif cfg.kind in ("ivf_flat", "ivf_pq"):
-        faiss.extract_index_ivf(lib).nprobe = int(cfg.search_params().nprobe)
+        faiss.extract_index_ivf(lib).nprobe = int(search_params(cfg).nprobe)
     return lambda q, k: lib.search(q, k)
 
 
@@ -174,7 +175,7 @@ def bench_index(name: str, args, queries: np.ndarray, truth_cache: dict) -> dict
         },
     }
     if name == "faiss-ivf_pq":
-        b = art.index.config.build_params()
+        b = build_params(art.index.config)
         code_id = b.m * b.nbits / 8 + 8  # PQ code + int64 id per vector in the inverted lists
         out["ivf_pq_bytes"] = {
             "total_per_vector": art.manifest.bytes_per_vector,

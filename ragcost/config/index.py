@@ -7,12 +7,11 @@ them (the pipeline loader calls it). The config layer never imports the index la
 
 from __future__ import annotations
 
-from typing import Any, Callable, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import Field
 
 from ragcost.config.base import Strict
-from ragcost.errors import ConfigError
 
 
 class IndexConfig(Strict):
@@ -24,23 +23,3 @@ class IndexConfig(Strict):
     search: dict[str, Any] = Field(default_factory=dict, description="search parameters for this kind")
     device: Literal["cpu", "gpu"] = Field("cpu", description="gpu uses faiss-gpu when installed")
     threads: int = Field(0, ge=0, description="threads for build and batch search; 0 = all cores")
-
-    # Transitional, for callers not yet moved to ragcost.index.build_params/search_params
-    # (evaluate/spec.py, bench/overhead.py): remove both once they have moved.
-    def build_params(self) -> Any:
-        return _resolve("build_params")(self)
-
-    def search_params(self, **overrides: Any) -> Any:
-        return _resolve("search_params")(self, **overrides)
-
-
-# Installed by ragcost.index on import, so that the transitional methods above work without the
-# config layer importing the index layer.
-PARAM_ACCESSORS: dict[str, Callable[..., Any]] = {}
-
-
-def _resolve(name: str) -> Callable[..., Any]:
-    fn: Optional[Callable[..., Any]] = PARAM_ACCESSORS.get(name)
-    if fn is None:
-        raise ConfigError(f"IndexConfig.{name}: import ragcost.index first, or call ragcost.index.{name}(config)")
-    return fn

@@ -19,7 +19,8 @@ from pydantic import Field, ValidationError, field_validator
 from ragcost.config.base import Strict
 
 from ragcost.config.index import IndexConfig
-from ragcost.config.loader import format_validation_error, load_model, position, read_yaml, validate
+from ragcost.config.loader import format_validation_error, position, read_yaml, validate
+from ragcost.index import load_index_file, search_params
 from ragcost.errors import ConfigError
 
 Precision = Literal["float32", "float16", "int8", "binary"]
@@ -159,7 +160,7 @@ def load_spec(path: str | Path) -> LoadedSpec:
         files = sorted(glob.glob(pattern)) if glob.has_magic(entry.index) else ([pattern] if Path(pattern).is_file() else [])
         if not files:
             raise ConfigError(f"{ls.where('grid', i, 'index')}: grid.{i}.index: no index file matches {entry.index!r} (relative to {base})")
-        configs = [(f, load_model(IndexConfig, f)) for f in files]
+        configs = [(f, load_index_file(f)) for f in files]
         for f, cfg in configs:
             _check_sweep(ls, i, entry, f, cfg)
         ls.entries.append(configs)
@@ -202,12 +203,11 @@ def _check_sweep(ls: LoadedSpec, i: int, entry: GridEntry, file: str, cfg: Index
             raise ConfigError(f"{ls.where('grid', i, 'sweep', key)}: grid.{i}.sweep.{key}: give at least one value")
         for v in values:
             try:
-                cfg.search_params(**{key: v})
-            except Exception as e:  # pydantic: unknown key or bad value
-                err = e.errors()[0] if hasattr(e, "errors") else {"msg": str(e), "type": ""}
-                known = ", ".join(cfg.search_params().model_fields) or "none"
+                search_params(cfg, **{key: v})
+            except ConfigError as e:
+                known = ", ".join(search_params(cfg).model_fields) or "none"
                 what = f"not a search parameter of kind {cfg.kind!r} ({Path(file).name}); known: {known}" \
-                    if err["type"] == "extra_forbidden" else f"{err['msg']} (got {v!r})"
+                    if key not in cfg.search and key not in search_params(cfg).model_fields else f"{e} (got {v!r})"
                 raise ConfigError(f"{ls.where('grid', i, 'sweep', key)}: grid.{i}.sweep.{key}: {what}") from None
 
 

@@ -11,7 +11,7 @@ from ragcost.index.artifact import (
     write_artifact,
 )
 from ragcost.index.base import FilteredResult, KindSpec, VectorIndex, index_registry
-from ragcost.index.check import backend_class, build_params, check_config, search_params
+from ragcost.index.check import backend_class, build_params, check_config, load_index_file, search_params
 from ragcost.index.exact import exact_search, rows_for_labels
 from ragcost.index.manifest import Manifest, check_fingerprint, fingerprint_changes
 from ragcost.index.verify import verify_artifact
@@ -26,6 +26,7 @@ __all__ = [
     "build_index",
     "build_params",
     "check_config",
+    "load_index_file",
     "check_fingerprint",
     "exact_search",
     "fingerprint_changes",

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Optional
 
-from ragcost.config import index as config_index
 from ragcost.config.index import IndexConfig
-from ragcost.errors import UnknownNameError
+from ragcost.errors import ConfigError, UnknownNameError
 from ragcost.index.base import KindSpec, VectorIndex, index_registry, typed_search
 
 
@@ -42,9 +42,16 @@ def search_params(config: IndexConfig, **overrides: Any) -> Any:
     return typed_search(_spec(config).search, config, overrides)
 
 
-def _raw_search_params(config: IndexConfig, **overrides: Any) -> Any:
-    # IndexConfig.search_params raised pydantic's ValidationError; its transitional callers read .errors().
-    return _spec(config).search.model_validate({**config.search, **overrides})
+def load_index_file(path: str | Path, precision: Optional[str] = None) -> IndexConfig:
+    """An index YAML file, validated and checked against its backend; errors name file:line:col."""
+    from ragcost.config.loader import load_model, position, read_yaml
 
-
-config_index.PARAM_ACCESSORS.update(build_params=build_params, search_params=_raw_search_params)
+    config = load_model(IndexConfig, path)
+    try:
+        return check_config(config, precision)
+    except ConfigError as e:
+        pos = position(read_yaml(path), list(getattr(e, "field", None) or ()))
+        where = f"{path}:{pos[0]}:{pos[1]}" if pos else str(path)
+        err = type(e)(f"{where}: {e}")
+        err.field = getattr(e, "field", None)
+        raise err from None

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ragcost.config.index import IndexConfig
-from ragcost.config.loader import load_model, position, read_yaml, validate
+from ragcost.config.loader import position, read_yaml, validate
 from ragcost.config.pipeline import PipelineConfig, stage_params
 from ragcost.errors import ConfigError
 from ragcost.stages.base import Stage, StageParams
@@ -58,7 +58,7 @@ def load_pipeline(path: str | Path) -> LoadedPipeline:
 
 
 def _index_config(lp: LoadedPipeline) -> IndexConfig:
-    from ragcost.index import check_config
+    from ragcost.index import check_config, load_index_file
 
     cfg = lp.config
     if isinstance(cfg.index, str):
@@ -66,18 +66,14 @@ def _index_config(lp: LoadedPipeline) -> IndexConfig:
         if ipath is None:
             raise ConfigError(f"{lp.where(['index'])}: index: file {cfg.index!r} not found "
                               f"(looked beside the pipeline and in {Path.cwd()})")
-        index_config = load_model(IndexConfig, ipath)
-        try:
-            check_config(index_config, precision=cfg.embed.precision)
-        except ConfigError as e:
-            raise ConfigError(f"{ipath}: {e}") from None
-        return index_config
+        return load_index_file(ipath, precision=cfg.embed.precision)
     try:
-        check_config(cfg.index, precision=cfg.embed.precision)
+        return check_config(cfg.index, precision=cfg.embed.precision)
     except ConfigError as e:
-        field_ = getattr(e, "field", None)
-        raise ConfigError(f"{lp.where(['index', *(field_ or ())])}: index: {e}") from None
-    return cfg.index
+        field_ = tuple(getattr(e, "field", None) or ())
+        dotted = ".".join(str(x) for x in field_)
+        msg = f"index.{e}" if dotted and str(e).startswith(dotted) else f"index.{dotted}: {e}" if dotted else f"index: {e}"
+        raise ConfigError(f"{lp.where(['index', *field_])}: {msg}") from None
 
 
 def _check_redact(lp: LoadedPipeline) -> None:

@@ -293,11 +293,3 @@ def _query_matrix(states: list[QueryState]) -> np.ndarray:
     if len(states) == 1:
         return np.asarray(states[0].vector, dtype=np.float32).reshape(1, -1)
     return np.array([s.vector for s in states], dtype=np.float32)  # one copy; faster than vstack
-
-
-def _raised_search_params(cfg, k: int, selectivity: float) -> Optional[dict]:
-    """The search overrides retrieve uses for a filtered search (bench.filters reproduces them);
-    the backend declares them: ``VectorIndex.filtered_search_params``."""
-    from ragcost.index import index_registry
-
-    return index_registry.get(cfg.backend).filtered_search_params(cfg, k, selectivity)

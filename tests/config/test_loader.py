@@ -8,6 +8,7 @@ import pytest
 
 from ragcost.config.index import IndexConfig
 from ragcost.config.loader import dump_yaml, load_model, parse_yaml, validate
+from ragcost.index import load_index_file
 from ragcost.config.pipeline import PipelineConfig
 from ragcost.errors import ConfigError
 from ragcost.runtime.pipeline import Pipeline
@@ -59,13 +60,13 @@ class TestErrorsNameFileLineAndField:
 
     def test_unknown_index_parameter_lists_known_ones(self, tmp_path):
         p = write(tmp_path, "backend: hnswlib\nkind: hnsw\nbuild: {M: 16, efc: 10}\n", "i.yaml")
-        with pytest.raises(ConfigError, match=r"build.efc: unknown build parameter .*M, ef_construction"):
-            load_model(IndexConfig, p)
+        with pytest.raises(ConfigError, match=r"i.yaml:3:\d+: .*build.efc: unknown build parameter .*M, ef_construction"):
+            load_index_file(p)
 
     def test_kind_the_backend_lacks(self, tmp_path):
         p = write(tmp_path, "backend: hnswlib\nkind: ivf_pq\n", "i.yaml")
-        with pytest.raises(ConfigError, match="hnswlib.*ivf_pq.*backend: faiss"):
-            load_model(IndexConfig, p)
+        with pytest.raises(ConfigError, match="i.yaml:2:1: .*hnswlib.*ivf_pq.*backend: faiss"):
+            load_index_file(p)
 
     def test_empty_file(self, tmp_path):
         p = write(tmp_path, "")

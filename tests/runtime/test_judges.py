@@ -11,7 +11,7 @@ from tests.cli.conftest import write_pipeline
 
 @pytest.mark.parametrize("stages, useful, match", [
     ([{"type": "retrieve"}, {"type": "rerank", "backend": "hybrid"}], {"threshold": 0.5},
-     r"useful.threshold 0.5 can never be reached: the last scoring stage 'rerank:hybrid' gives RRF scores are at most 0.0328"),
+     r"useful.threshold 0.5 can never be reached: the last scoring stage 'rerank:hybrid' gives RRF \(rrf_k 60\) scores of at most 0.03279"),
     ([{"type": "retrieve"}], {"threshold": 1.5}, r"useful.threshold 1.5 can never be reached: .*'retrieve' .*at most 1"),
     ([{"type": "retrieve"}], {"threshold": -1.0}, r"useful.threshold -1 counts every document as useful"),
     ([{"type": "retrieve"}], {"judge": "cited"}, r"useful.judge: cited .* no generate stage"),

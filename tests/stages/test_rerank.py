@@ -58,7 +58,8 @@ def truncated_pq(tmp_path_factory) -> Pipeline:
 
 @pytest.fixture(scope="module")
 def flat(tmp_path_factory) -> Pipeline:
-    pipe = indexed(tmp_path_factory.mktemp("flat"), stages=[{"type": "retrieve", "k": 5}, {"type": "rerank", "backend": "hybrid"}])
+    pipe = indexed(tmp_path_factory.mktemp("flat"), stages=[{"type": "retrieve", "k": 5}, {"type": "rerank", "backend": "hybrid"}],
+                   useful={"threshold": 0.02})  # RRF scores: at most 2/61
     yield pipe
     pipe.close()
 

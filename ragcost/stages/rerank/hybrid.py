@@ -147,7 +147,7 @@ class Hybrid(Reranker):
     @classmethod
     def scale_of(cls, params: HybridParams) -> tuple[str, float, float, str]:
         # A document first in both rankings scores 2 / (rrf_k + 1): the most RRF can give.
-        return "rrf", 0.0, 2.0 / (params.rrf_k + 1), f"RRF scores are at most {2.0 / (params.rrf_k + 1):.4f} with rrf_k {params.rrf_k}"
+        return "rrf", 0.0, 2.0 / (params.rrf_k + 1), f"RRF (rrf_k {params.rrf_k})"
 
     def warm_up(self) -> None:
         self.index()
