@@ -148,7 +148,7 @@ CATALOGUE: list[Probe] = [
     Probe("validate_unknown_key", ("validate", "{kb}"), 1, r"kb\.yaml.*colour", setup=_pipeline(colour="red")),
     Probe("validate_unknown_stage_with_file_line", ("validate", "{kb}"), 1, r"kb\.yaml:\d+.*retreive.*installed:.*retrieve",
           setup=_pipeline(stages=[{"type": "retreive"}])),
-    Probe("validate_unknown_index_kind", ("validate", "{kb}"), 1, r"kb\.yaml:\d+:\d+: index\.kind: .*flat.*lsh", setup=_pipeline(index={"backend": "faiss", "kind": "lsh"})),
+    Probe("validate_unknown_index_kind", ("validate", "{kb}"), 1, r"kb\.yaml:\d+:\d+: index\.kind: .*lsh.*flat", setup=_pipeline(index={"backend": "faiss", "kind": "lsh"})),
     Probe("index_unknown_embed_type", ("index", "{kb}"), 1, r"unknown embedder 'nonesuch'; installed: sentence-transformers",
           setup=_pipeline(embed={"type": "nonesuch", "model": "all-MiniLM-L6-v2"})),
     Probe("validate_bad_metadata_type", ("validate", "{kb}"), 1, r"kb\.yaml.*complex", setup=_pipeline(metadata={"tenant": "complex"})),
