@@ -25,8 +25,8 @@ from ragcost.runtime.pipeline import Pipeline
 EMBEDDER_META = "embedder_fingerprint"
 REDACT_KEY_META = "redact_id_key"  # the per-store HMAC key for ids that held personal data
 WRITE_BATCH = 32  # documents per transaction: small enough that a kill loses little work
-WRITE_CHUNKS = 1024  # ... and fewer documents when they are long, so one transaction stays small
-EMBED_CHUNKS = 256  # chunks per embed call: the progress bar moves at least this often
+WRITE_CHUNKS = 512  # ... and fewer documents when they are long, so one transaction stays small
+EMBED_CHUNKS = 128  # chunks per embed call: the progress bar moves at least this often
 
 
 @dataclass
@@ -63,18 +63,19 @@ def doc_text(doc: SourceDocument) -> str:
     return doc.text
 
 
-def _source(pipe: Pipeline, source: Optional[str]) -> tuple[Optional[str], Optional[str]]:
+def _source(pipe: Pipeline, source: Optional[str], reader: Optional[str] = None) -> tuple[Optional[str], Optional[str]]:
+    """(path, reader) to read: --source and --reader override the pipeline's source."""
     cfg = pipe.config.source_config
     if source is not None:
-        return source, None
+        return source, reader
     if cfg.path is None:
-        if cfg.reader:
-            return None, cfg.reader
+        if reader or cfg.reader:
+            return None, reader or cfg.reader
         raise IngestError(f"{pipe.path}: no source; pass --source PATH or set source: in the pipeline")
     p = _resolve(pipe.base, cfg.path)
     if p is None:
         raise IngestError(f"source not found: {cfg.path} (looked beside {pipe.path} and in {Path.cwd()}); fix source: or pass --source")
-    return str(p), cfg.reader
+    return str(p), reader or cfg.reader
 
 
 def _chunker(pipe: Pipeline):
@@ -158,14 +159,21 @@ def run_index(
     from ragcost.store.store import content_hash
 
     summary = IndexSummary()
-    path, cfg_reader = _source(pipe, source)
+    path, reader = _source(pipe, source, reader)
     report = summary.report
-    docs = dedupe(read_source(path, reader or cfg_reader, pipe.config.fields, report), report)
+    try:
+        docs = dedupe(read_source(path, reader, pipe.config.fields, report), report)
+    except IngestError as e:
+        if not pipe.config.redact:
+            raise
+        from ragcost.guards import redact_document_text
+
+        raise IngestError(redact_document_text(str(e), pipe.config.redact)) from None  # it may quote a value
     if pipe.config.redact:
         # Before hashing, chunking and storing: the store and the index only ever see redacted text.
         docs = _redact(pipe, docs, report)
     if not docs and report.skipped:
-        raise IngestError(f"{path or reader or cfg_reader}: no documents read; skipped {len(report.skipped)} input(s): {report.first_skipped()}")
+        raise IngestError(f"{path or reader}: no documents read; skipped {len(report.skipped)} input(s): {report.first_skipped()}")
     summary.documents = len(docs)
     store = pipe.store()
     if prune:

@@ -104,6 +104,17 @@ class TestReaderOption:
         code, out, _ = run_cli(capsys, "index", p, "--reader", "jsonl")
         assert code == 0 and "12 documents read" in out
 
+    def test_reader_alone_names_a_source_that_needs_no_path(self, tmp_path):
+        from ragcost.runtime.indexing import _source
+        from ragcost.runtime.pipeline import Pipeline
+
+        pipe = Pipeline.load(write_pipeline(tmp_path, metadata={}, source=None))
+        try:
+            assert _source(pipe, None, "pydoc-topics") == (None, "pydoc-topics")
+            assert _source(pipe, str(tmp_path / "x.data"), "jsonl") == (str(tmp_path / "x.data"), "jsonl")
+        finally:
+            pipe.close()
+
     def test_an_unknown_reader_lists_the_known_ones(self, kb, capsys):
         code, _, err = run_cli(capsys, "index", kb, "--reader", "xml")
         assert code == 1 and "unknown reader 'xml'" in err and "jsonl" in err
@@ -138,6 +149,13 @@ class TestIds:
         assert code == 0 and "0 embedded" in out and "3 unchanged" in out
 
 
+    def test_with_redact_pii_a_bad_value_error_does_not_quote_the_personal_data(self, tmp_path, capsys):
+        (tmp_path / "kb.jsonl").write_text(json.dumps({"id": "1", "text": "x", "year": "dave@corp.example"}) + "\n")
+        p = write_pipeline(tmp_path, metadata={"year": "int"}, redact=["pii"])
+        code, _, err = run_cli(capsys, "index", p)
+        assert code == 1 and "field 'year' is int" in err and "<EMAIL>" in err and "corp.example" not in err
+
+
 class TestProgress:
     def test_progress_counts_chunks_and_moves_inside_one_long_document(self, tmp_path, monkeypatch):
         from ragcost.runtime import indexing
@@ -170,3 +188,4 @@ class TestProgress:
         assert [d.id for part in batches for d, _, _ in part] == [str(i) for i in range(70)]
         assert all(len(part) <= 32 for part in batches)
         assert [len(part) for part in batches][:3] == [5, 1, 32]  # the long document is alone in its transaction
+        assert all(len(part) == 1 or sum(len(c) for _, _, c in part) <= indexing.WRITE_CHUNKS for part in batches)
