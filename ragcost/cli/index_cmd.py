@@ -1,4 +1,4 @@
-"""`ragcost index PIPELINE [--source PATH] [--prune]`."""
+"""`ragcost index PIPELINE [--source PATH] [--reader NAME] [--prune [--force]]`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ import typer
 def index(
     pipeline: Path = typer.Argument(..., help="pipeline YAML"),
     source: Optional[str] = typer.Option(None, "--source", help="file or folder to read instead of the pipeline's source"),
-    prune: bool = typer.Option(False, "--prune", help="remove stored documents that are gone from the source"),
+    reader: Optional[str] = typer.Option(None, "--reader", help="reader to use (jsonl, csv, parquet, folder, beir, pydoc-topics) instead of source.reader or the one the path implies"),
+    prune: bool = typer.Option(False, "--prune", help="remove stored documents that are gone from the source (refused when the read skipped input, unless --force)"),
+    force: bool = typer.Option(False, "--force", help="with --prune: delete even when the read skipped files or lines"),
 ) -> None:
     """Read the source, embed only new or changed documents, and rebuild the index if anything changed."""
     from rich.console import Console
@@ -22,6 +24,8 @@ def index(
     from ragcost.runtime.indexing import run_index
     from ragcost.runtime.pipeline import Pipeline
 
+    if force and not prune:
+        raise typer.BadParameter("--force only applies with --prune", param_hint="--force")
     console = Console(stderr=True)
     pipe = Pipeline.load(pipeline)
     last = [0.0]
@@ -31,24 +35,26 @@ def index(
         now = time.monotonic()
         if now - last[0] >= 1.0 or done == total:
             last[0] = now
-            print(f"embedded {done}/{total} documents (committed)", file=sys.stderr, flush=True)
+            print(f"embedded {done}/{total} chunks", file=sys.stderr, flush=True)
 
     try:
         if console.is_terminal:
-            with Progress(TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), TextColumn("documents"), TimeRemainingColumn(), console=console, transient=True) as bar:
+            with Progress(TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), TextColumn("chunks"), TimeRemainingColumn(), console=console, transient=True) as bar:
                 task = bar.add_task("embed", total=None)
-                summary = run_index(pipe, source=source, prune=prune, progress=lambda done, total: bar.update(task, completed=done, total=total))
+                summary = run_index(pipe, source=source, prune=prune, progress=lambda done, total: bar.update(task, completed=done, total=total), reader=reader, force=force)
         else:
-            summary = run_index(pipe, source=source, prune=prune, progress=log_line)
+            summary = run_index(pipe, source=source, prune=prune, progress=log_line, reader=reader, force=force)
     finally:
         pipe.close()
     rep = summary.report
     if summary.re_embed_reason:
         typer.echo(f"note: {summary.re_embed_reason}; every document was re-embedded")
     if rep.skipped:
-        typer.echo(f"warning: skipped {len(rep.skipped)} input(s): " + "; ".join(rep.skipped[:3]) + (" ..." if len(rep.skipped) > 3 else ""))
+        typer.echo(f"warning: skipped {len(rep.skipped)} input(s): {rep.first_skipped()}")
     if rep.duplicates:
         typer.echo(f"warning: {len(rep.duplicates)} duplicate id(s) in the source, the last occurrence kept: " + ", ".join(rep.duplicates[:5]))
+    for line in rep.id_clashes[:5]:
+        typer.echo(f"warning: duplicate id: {line}")
     for w in summary.warnings:
         typer.echo(f"warning: {w}")
     typer.echo(

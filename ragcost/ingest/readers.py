@@ -1,9 +1,11 @@
 """Source readers, registered by short name: jsonl, csv, parquet, folder, beir, pydoc-topics.
 
 A reader is ``(path, fields, report) -> Iterator[SourceDocument]``. Bad input is skipped with a
-line in the report (empty or non-UTF-8 files, malformed JSON lines, records without an id,
-documents with neither title nor text); a metadata value of the wrong type is an IngestError,
-because silently dropping a field would change what filters match.
+line in the report, never silently: an empty, binary or unreadable file; a line that is not UTF-8
+or not JSON (alone, with file:line); a record whose id is missing or not a string or integer; a
+document with neither title nor text; a folder entry that links outside the folder. A metadata
+value of the wrong type is an IngestError, because silently dropping a field would change what
+filters match.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import csv
 import gzip
 import io
 import json
+import math
+import zlib
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -51,7 +55,7 @@ def infer_reader(p: Path) -> str:
     for suffix, r in ((".jsonl", "jsonl"), (".jsonl.gz", "jsonl"), (".csv", "csv"), (".parquet", "parquet")):
         if name.endswith(suffix):
             return r
-    raise IngestError(f"cannot tell the format of {p}; name a reader ({', '.join(reader_registry.names())}) with --reader")
+    raise IngestError(f"cannot tell the format of {p}; name a reader ({', '.join(reader_registry.names())}) with --reader or source.reader in the pipeline")
 
 
 def dedupe(docs: Iterable[SourceDocument], report: IngestReport) -> list[SourceDocument]:
@@ -72,14 +76,21 @@ def dedupe(docs: Iterable[SourceDocument], report: IngestReport) -> list[SourceD
 def _document(rec: dict[str, Any], where: str, fields: dict[str, FieldType], report: IngestReport, from_text: bool = False) -> SourceDocument | None:
     """A SourceDocument from one record, or None (with a report line) when it has no id or no content."""
     raw_id = rec.get("id", rec.get("_id"))
-    if raw_id is None or str(raw_id) == "":
+    if raw_id is None or raw_id == "":
         report.skip(where, "record has no 'id' or '_id'")
+        return None
+    doc_id = _id_text(raw_id, where, report)
+    if doc_id is None:
         return None
     title = "" if rec.get("title") is None else str(rec["title"])
     text = "" if rec.get("text") is None else str(rec["text"])
     if not title.strip() and not text.strip():
         # nothing to embed or retrieve; keeping it would only add an empty vector
-        report.skip(where, f"document {raw_id!s} has no title or text")
+        report.skip(where, f"document {doc_id} has no title or text")
+        return None
+    bad = _lone_surrogate(doc_id, title, text, *(rec.get(n) for n in fields))
+    if bad is not None:
+        report.skip(where, f"{bad}; fix the \\u escape (a lone surrogate cannot be stored)")
         return None
     meta = {}
     for name, ft in fields.items():
@@ -92,7 +103,42 @@ def _document(rec: dict[str, Any], where: str, fields: dict[str, FieldType], rep
             meta[name] = ft.check(value)
         except ValueError as e:
             raise IngestError(f"{where}: {e}; expected {ft.spec}: fix the value or declare the field as {_spec_for(value)}") from None
-    return SourceDocument(id=str(raw_id), text=text, title=title, metadata=meta, origin=where)
+    return SourceDocument(id=doc_id, text=text, title=title, metadata=meta, origin=where)
+
+
+def _id_text(raw_id: Any, where: str, report: IngestReport) -> str | None:
+    """The id as stored text, or None (reported): only strings and integers are ids, and an int and a
+    string that become the same text are reported as a clash (1 and "1" would otherwise merge silently)."""
+    if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)):
+        shown = json.dumps(raw_id, default=str)[:40] if not isinstance(raw_id, float) else repr(raw_id)
+        report.skip(where, f"id {shown} is a {type(raw_id).__name__}; an id must be a string or an integer")
+        return None
+    if isinstance(raw_id, int):
+        try:
+            text = str(raw_id)
+        except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits)
+            report.skip(where, "id is an integer too long to write as text; use a string id")
+            return None
+    else:
+        text = raw_id
+    kind = type(raw_id).__name__
+    prev = report.id_kinds.get(text)
+    if prev is not None and prev[0] != kind:
+        report.duplicate_note(f"id {text!r} at {where} ({kind}) and at {prev[1]} ({prev[0]}) are the same id once stored as text; the last one is kept")
+    report.id_kinds[text] = (kind, where)
+    return text
+
+
+def _lone_surrogate(*values: Any) -> str | None:
+    """'lone surrogate ...' when a JSON \\ud800-style escape left a string that cannot be encoded."""
+    for v in values:
+        for s in v if isinstance(v, list) else [v]:
+            if isinstance(s, str):
+                try:
+                    s.encode("utf-8")
+                except UnicodeEncodeError as e:
+                    return f"lone surrogate U+{ord(s[e.start]):04X} at char {e.start}"
+    return None
 
 
 def _from_text(value: Any, ft: FieldType, where: str) -> Any:
@@ -116,7 +162,10 @@ def _scalar_from_text(x: Any, base: str) -> Any:
     if base == "int":
         return int(s)
     if base == "float":
-        return float(s)
+        f = float(s)
+        if not math.isfinite(f):
+            raise ValueError(s)  # NaN never matches a filter and inf breaks ordering: refuse it
+        return f
     if base == "bool":
         low = s.lower()
         if low in ("true", "1", "yes"):
@@ -134,21 +183,48 @@ def _spec_for(value: Any) -> str:
     return names.get(type(value), "str")
 
 
-def _read_text(p: Path, report: IngestReport) -> str | None:
-    """A file's text, or None (reported) when it is empty or not UTF-8."""
+def _read_bytes(p: Path, report: IngestReport) -> bytes | None:
+    """A text file's bytes (gunzipped for .gz), or None (reported) when it is unreadable, empty or binary."""
     try:
-        raw = gzip.decompress(p.read_bytes()) if p.name.endswith(".gz") else p.read_bytes()
-    except (OSError, EOFError) as e:
-        report.skip(str(p), f"cannot read: {e}")
+        raw = p.read_bytes()
+    except OSError as e:
+        report.skip(str(p), f"cannot read: {e.strerror or e}")
         return None
+    if p.name.lower().endswith(".gz"):
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as e:
+            report.skip(str(p), f"not a valid gzip file ({e}); re-compress it or remove the .gz suffix")
+            return None
     if not raw.strip():
         report.skip(str(p), "empty file")
+        return None
+    nul = raw.find(b"\0", 0, 8192)
+    if nul >= 0:
+        # text never holds NUL: this is a binary file, and reading it line by line would only report noise
+        report.skip(str(p), f"binary file (NUL byte at offset {nul}), not text; point the source at a text file")
+        return None
+    return raw
+
+
+def _read_text(p: Path, report: IngestReport) -> str | None:
+    """A file's whole text, or None (reported) when it is unreadable, empty, binary or not UTF-8."""
+    raw = _read_bytes(p, report)
+    if raw is None:
         return None
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        report.skip(str(p), f"not UTF-8 (byte {e.start}); re-encode it as UTF-8")
+        report.skip(str(p), f"not UTF-8 (byte offset {e.start}); re-encode it as UTF-8")
         return None
+
+
+def _lines(raw: bytes) -> Iterator[tuple[int, int, bytes]]:
+    """(line number, byte offset, line) split on b"\\n" only: U+2028 and U+0085 are text, not line ends."""
+    offset = 0
+    for no, line in enumerate(raw.split(b"\n"), start=1):
+        yield no, offset, line.rstrip(b"\r")
+        offset += len(line) + 1
 
 
 def _need_path(p: Path | None, reader: str) -> Path:
@@ -164,17 +240,30 @@ def _need_path(p: Path | None, reader: str) -> Path:
 def read_jsonl(path: Path | None, fields: dict[str, FieldType], report: IngestReport) -> Iterator[SourceDocument]:
     """One JSON object per line (.jsonl or .jsonl.gz)."""
     p = _need_path(path, "jsonl")
-    text = _read_text(p, report)
-    if text is None:
+    raw = _read_bytes(p, report)
+    if raw is None:
         return
-    for no, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    for no, offset, data in _lines(raw):
+        if not data.strip():
             continue
         where = f"{p}:{no}"
         try:
-            rec = json.loads(line)
+            line = data.decode("utf-8")  # line by line: one bad byte costs one line, not the file
+        except UnicodeDecodeError as e:
+            report.skip(where, f"not UTF-8 (byte offset {offset + e.start}); re-encode the line as UTF-8")
+            continue
+        try:
+            rec = json.loads(line, parse_constant=_refuse_constant)
         except json.JSONDecodeError as e:
             report.skip(where, f"malformed JSON: {e.msg} at char {e.pos}")
+            continue
+        except ValueError as e:  # NaN/Infinity, or an integer with more digits than Python converts
+            report.skip(where, f"malformed JSON: {e}")
+            continue
+        except RecursionError:
+            report.skip(where, "malformed JSON: nested too deeply")
             continue
         if not isinstance(rec, dict):
             report.skip(where, f"expected a JSON object, got {type(rec).__name__}")
@@ -184,18 +273,38 @@ def read_jsonl(path: Path | None, fields: dict[str, FieldType], report: IngestRe
             yield doc
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON; write null or a number")
+
+
 @reader_registry.register("csv")
 def read_csv(path: Path | None, fields: dict[str, FieldType], report: IngestReport) -> Iterator[SourceDocument]:
     """A CSV file with a header row; cells are converted to the declared types."""
     p = _need_path(path, "csv")
-    text = _read_text(p, report)
-    if text is None:
+    raw = _read_bytes(p, report)
+    if raw is None:
         return
+    # surrogateescape keeps a bad byte as U+DC80..U+DCFF, so one bad row is skipped, not the file
+    text = raw.decode("utf-8-sig", errors="surrogateescape")
     csv.field_size_limit(2**31 - 1)  # documents are long; the default 128 KiB cell limit would reject them
     rows = csv.DictReader(io.StringIO(text, newline=""))
-    for rec in rows:
+    while True:
+        try:
+            rec = next(rows)
+        except StopIteration:
+            break
+        except csv.Error as e:  # a NUL byte past the first 8 KiB, mostly
+            report.skip(f"{p}:{rows.line_num}", f"malformed CSV: {e}; the rest of the file is not read")
+            return
         # the header is line 1; a quoted cell may span lines, so ask the reader where it is
         where = f"{p}:{rows.line_num}"
+        if _lone_surrogate(*rows.fieldnames):
+            report.skip(f"{p}:1", "the header is not UTF-8; re-encode the file as UTF-8")
+            return
+        cells = [v for v in rec.values() if isinstance(v, str)] + list(rec.get(None) or [])
+        if _lone_surrogate(*cells):
+            report.skip(where, "not UTF-8; re-encode the row as UTF-8")
+            continue
         doc = _document(rec, where, fields, report, from_text=True)
         if doc is not None:
             yield doc
@@ -229,7 +338,16 @@ def read_parquet(path: Path | None, fields: dict[str, FieldType], report: Ingest
 def read_folder(path: Path | None, fields: dict[str, FieldType], report: IngestReport) -> Iterator[SourceDocument]:
     """Every .txt/.md file below a folder; id = relative posix path, title = first '# ' heading or the stem."""
     root = _need_path(path, "folder")
-    for f in sorted(x for x in root.rglob("*") if x.is_file() and x.suffix.lower() in TEXT_SUFFIXES):
+    real_root = root.resolve()
+    files = sorted(x for x in root.rglob("*") if x.is_file() and x.suffix.lower() in TEXT_SUFFIXES)
+    if not files:
+        report.skip(str(root), f"no {' or '.join(TEXT_SUFFIXES)} files below it")
+    for f in files:
+        target = f.resolve()
+        if not target.is_relative_to(real_root):
+            # a link out of the folder would index whatever it points at (/etc/hostname, ~/.ssh/...)
+            report.skip(str(f), f"links to {target}, outside the source folder {real_root}; copy the file into the folder to index it")
+            continue
         text = _read_text(f, report)
         if text is None:
             continue

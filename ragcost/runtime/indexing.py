@@ -23,7 +23,10 @@ from ragcost.runtime.load import resolve as _resolve
 from ragcost.runtime.pipeline import Pipeline
 
 EMBEDDER_META = "embedder_fingerprint"
+REDACT_KEY_META = "redact_id_key"  # the per-store HMAC key for ids that held personal data
 WRITE_BATCH = 32  # documents per transaction: small enough that a kill loses little work
+WRITE_CHUNKS = 512  # ... and fewer documents when they are long, so one transaction stays small
+EMBED_CHUNKS = 128  # chunks per embed call: the progress bar moves at least this often
 
 
 @dataclass
@@ -60,18 +63,19 @@ def doc_text(doc: SourceDocument) -> str:
     return doc.text
 
 
-def _source(pipe: Pipeline, source: Optional[str]) -> tuple[Optional[str], Optional[str]]:
+def _source(pipe: Pipeline, source: Optional[str], reader: Optional[str] = None) -> tuple[Optional[str], Optional[str]]:
+    """(path, reader) to read: --source and --reader override the pipeline's source."""
     cfg = pipe.config.source_config
     if source is not None:
-        return source, None
+        return source, reader
     if cfg.path is None:
-        if cfg.reader:
-            return None, cfg.reader
+        if reader or cfg.reader:
+            return None, reader or cfg.reader
         raise IngestError(f"{pipe.path}: no source; pass --source PATH or set source: in the pipeline")
     p = _resolve(pipe.base, cfg.path)
     if p is None:
         raise IngestError(f"source not found: {cfg.path} (looked beside {pipe.path} and in {Path.cwd()}); fix source: or pass --source")
-    return str(p), cfg.reader
+    return str(p), reader or cfg.reader
 
 
 def _chunker(pipe: Pipeline):
@@ -81,30 +85,95 @@ def _chunker(pipe: Pipeline):
     return Chunker(pipe.embedder.tokenizer, size, overlap)
 
 
+def _redact(pipe: Pipeline, docs: list[SourceDocument], report: IngestReport) -> list[SourceDocument]:
+    """Documents (ids included) and report lines as they may be stored and printed under ``redact:``."""
+    import secrets
+
+    from ragcost.guards import redact_document, redact_document_text
+
+    store = pipe.store()
+    key = store.get_meta(REDACT_KEY_META)
+    if key is None:  # made once per store, so the same source id always maps to the same stored id
+        key = secrets.token_hex(32)
+        store.set_meta(REDACT_KEY_META, key)
+    checks = pipe.config.redact
+    report.skipped = [redact_document_text(x, checks) for x in report.skipped]
+    report.duplicates = [redact_document_text(x, checks) for x in report.duplicates]
+    report.id_clashes = [redact_document_text(x, checks) for x in report.id_clashes]
+    return [redact_document(d, checks, bytes.fromhex(key)) for d in docs]
+
+
+def _refuse_unsafe_prune(store, docs: list[SourceDocument], report: IngestReport, force: bool) -> None:
+    """--prune after a read that skipped input would delete what was only unreadable: refuse unless forced."""
+    if force or not report.skipped:
+        return
+    stored = store.doc_hashes()
+    gone = set(stored) - {d.id for d in docs}
+    if gone:
+        raise IngestError(
+            f"refusing to prune: the source read skipped {len(report.skipped)} input(s) ({report.first_skipped(2)}), "
+            f"and --prune would delete {len(gone)} of {len(stored)} stored documents; fix the source, "
+            f"or pass --prune --force to delete them anyway"
+        )
+
+
+def _chunk_batches(todo: list[tuple[SourceDocument, str]], chunker) -> list[list[tuple[SourceDocument, str, list]]]:
+    """The documents to embed, chunked, in write batches of at most WRITE_BATCH documents and,
+    unless a single document is longer, WRITE_CHUNKS chunks."""
+    batches, cur, n = [], [], 0
+    for i in range(0, len(todo), WRITE_BATCH):
+        part = todo[i : i + WRITE_BATCH]
+        for (d, h), chunks in zip(part, chunker.chunk_many([doc_text(d) for d, _ in part])):
+            if cur and (len(cur) == WRITE_BATCH or n + len(chunks) > WRITE_CHUNKS):
+                batches.append(cur)
+                cur, n = [], 0
+            cur.append((d, h, chunks))
+            n += len(chunks)
+    if cur:
+        batches.append(cur)
+    return batches
+
+
 def run_index(
     pipe: Pipeline,
     source: Optional[str] = None,
     prune: bool = False,
     progress: Optional[Callable[[int, int], None]] = None,
+    reader: Optional[str] = None,
+    force: bool = False,
 ) -> IndexSummary:
-    """Bring the store and the index up to date with the source; return what was done."""
+    """Bring the store and the index up to date with the source; return what was done.
+
+    ``reader`` overrides source.reader; ``progress(done, total)`` counts chunks; ``force`` lets
+    --prune delete even when the read skipped input (otherwise that is refused).
+    """
     from ragcost.ingest.readers import dedupe, read_source
     from ragcost.store.base import ChunkRecord, DocumentRecord
     from ragcost.store.store import content_hash
 
     summary = IndexSummary()
-    path, reader = _source(pipe, source)
-    docs = dedupe(read_source(path, reader, pipe.config.fields, summary.report), summary.report)
-    if pipe.config.redact:
-        from ragcost.guards import redact_document
+    path, reader = _source(pipe, source, reader)
+    report = summary.report
+    try:
+        docs = dedupe(read_source(path, reader, pipe.config.fields, report), report)
+    except IngestError as e:
+        if not pipe.config.redact:
+            raise
+        from ragcost.guards import redact_document_text
 
+        raise IngestError(redact_document_text(str(e), pipe.config.redact)) from None  # it may quote a value
+    if pipe.config.redact:
         # Before hashing, chunking and storing: the store and the index only ever see redacted text.
-        docs = [redact_document(d, pipe.config.redact) for d in docs]
+        docs = _redact(pipe, docs, report)
+    if not docs and report.skipped:
+        raise IngestError(f"{path or reader}: no documents read; skipped {len(report.skipped)} input(s): {report.first_skipped()}")
     summary.documents = len(docs)
+    store = pipe.store()
+    if prune:
+        _refuse_unsafe_prune(store, docs, report, force)
     emb = pipe.embedder
     emb.warm_up()
     chunker = _chunker(pipe)
-    store = pipe.store()
 
     made_by = {"model": emb.fingerprint(), "chunk_size": chunker.size, "chunk_overlap": chunker.overlap}
     old = _made_by(store.get_meta(EMBEDDER_META))
@@ -128,14 +197,23 @@ def run_index(
             todo.append((d, h))
 
     t0 = perf_counter()
+    batches = _chunk_batches(todo, chunker)
+    total = sum(len(chunks) for part in batches for _, _, chunks in part)
     done = 0
-    for i in range(0, len(todo), WRITE_BATCH):
-        part = todo[i : i + WRITE_BATCH]
-        pieces = [chunker.chunk(doc_text(d)) for d, _ in part]
-        texts = [c.text for chunks in pieces for c in chunks]
-        vecs = emb.embed(texts) if texts else np.zeros((0, emb.native_dim), np.float32)
+    for part in batches:
+        texts = [c.text for _, _, chunks in part for c in chunks]
+        # Embedded in pieces so the bar moves inside a long document; written whole, one transaction per batch.
+        vecs = np.zeros((0, emb.native_dim), np.float32)
+        pieces = []
+        for k in range(0, len(texts), EMBED_CHUNKS):
+            pieces.append(emb.embed(texts[k : k + EMBED_CHUNKS]))
+            done += len(pieces[-1])
+            if progress and done < total and k + EMBED_CHUNKS < len(texts):
+                progress(done, total)  # the batch's last piece is reported once it is committed
+        if pieces:
+            vecs = np.vstack(pieces)
         records, j = [], 0
-        for (d, h), chunks in zip(part, pieces):
+        for d, h, chunks in part:
             crs = []
             for c in chunks:
                 crs.append(ChunkRecord(c.text, c.start, c.end, c.n_tokens, vecs[j]))
@@ -144,9 +222,8 @@ def run_index(
         store.write(records)
         summary.embedded_documents += len(part)
         summary.embedded_chunks += len(texts)
-        done += len(part)
         if progress:
-            progress(done, len(todo))
+            progress(done, total)
     summary.embed_seconds = perf_counter() - t0
 
     if prune:

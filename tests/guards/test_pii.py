@@ -72,6 +72,23 @@ class TestRedactDocument:
         assert out.metadata == {"owner": "<EMAIL>", "tags": ["x", "<IP_ADDRESS>"], "year": 2024}
         assert doc.text.startswith("Call +44")  # the original is not changed in place
 
+    def test_an_id_with_personal_data_becomes_its_redaction_plus_a_keyed_hash(self):
+        a, b = SourceDocument("alice@corp.example", "x"), SourceDocument("bob@corp.example", "y")
+        key = bytes(32)
+        ra, rb = redact_document(a, ["pii"], key), redact_document(b, ["pii"], key)
+        assert ra.id.startswith("<EMAIL>#") and len(ra.id) == len("<EMAIL>#") + 16
+        assert ra.id != rb.id  # two e-mails that redact alike stay two documents
+        assert redact_document(a, ["pii"], key).id == ra.id  # stable, so a rerun finds it unchanged
+        assert redact_document(a, ["pii"], b"another key").id != ra.id  # keyed: guessing needs the key
+        assert "alice" not in ra.id
+
+    def test_an_id_without_personal_data_is_kept(self):
+        assert redact_document(SourceDocument("kb-1", "mail bob@corp.example"), ["pii"]).id == "kb-1"
+
+    def test_an_id_with_personal_data_and_no_key_is_refused(self):
+        with pytest.raises(ConfigError, match="its id holds personal data; pass id_key"):
+            redact_document(SourceDocument("alice@corp.example", "x", origin="f.jsonl:3"), ["pii"])
+
     def test_redact_document_text(self):
         assert redact_document_text("CNPJ 11.222.333/0001-81", ["pii"]) == "CNPJ <CNPJ>"
 

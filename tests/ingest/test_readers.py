@@ -181,3 +181,114 @@ class TestDedupe:
         docs = dedupe(read_source(str(p), None, {}, report), report)
         assert [(d.id, d.text) for d in docs] == [("1", "newest"), ("2", "b")]
         assert report.duplicates == ["1"] and report.read == 4
+
+
+class TestBadInputIsSkippedAloneAndReported:
+    """Reliability probes (issue 18): one bad line, file or link costs only itself, and says so."""
+
+    def test_a_non_utf8_line_is_skipped_alone_with_file_line_and_byte_offset(self, tmp_path):
+        p = tmp_path / "docs.jsonl"
+        good = b'{"id": "1", "text": "ok"}\n'
+        p.write_bytes(good + b'{"id": "2", "text": "caf\xe9"}\n' + b'{"id": "3", "text": "also ok"}\n')
+        docs, report = read(p)
+        assert [d.id for d in docs] == ["1", "3"]
+        bad_at = p.read_bytes().index(b"\xe9")
+        assert report.skipped == [f"{p}:2: not UTF-8 (byte offset {bad_at}); re-encode the line as UTF-8"]
+
+    @pytest.mark.parametrize("sep", ["\u2028", "\u2029", "\u0085", "\x0b", "\x0c", "\x1c"])
+    def test_records_holding_unicode_line_separators_are_kept_and_line_numbers_do_not_shift(self, tmp_path, sep):
+        p = tmp_path / "docs.jsonl"
+        p.write_text(json.dumps({"id": "1", "text": f"a{sep}b"}, ensure_ascii=False) + "\n{bad\n" + '{"id": "3", "text": "c"}\n', encoding="utf-8")
+        docs, report = read(p)
+        assert [(d.id, d.text) for d in docs] == [("1", f"a{sep}b"), ("3", "c")]
+        assert [d.origin for d in docs] == [f"{p}:1", f"{p}:3"] and report.skipped[0].startswith(f"{p}:2: malformed JSON")
+
+    def test_crlf_lines_and_a_byte_order_mark_are_read(self, tmp_path):
+        p = tmp_path / "docs.jsonl"
+        p.write_bytes(b'\xef\xbb\xbf{"id": "1", "text": "a"}\r\n{"id": "2", "text": "b"}\r\n')
+        assert [d.id for d in read(p)[0]] == ["1", "2"]
+
+    @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
+    def test_nan_and_infinity_literals_are_refused_per_line(self, tmp_path, literal):
+        p = tmp_path / "docs.jsonl"
+        p.write_text(f'{{"id": "1", "text": "a", "score": {literal}}}\n{{"id": "2", "text": "b"}}\n')
+        docs, report = read(p)
+        assert [d.id for d in docs] == ["2"] and report.skipped == [f"{p}:1: malformed JSON: {literal} is not JSON; write null or a number"]
+
+    def test_a_lone_surrogate_escape_is_skipped_with_its_line(self, tmp_path):
+        p = tmp_path / "docs.jsonl"
+        p.write_text('{"id": "1", "text": "a\\ud800b"}\n{"id": "2", "text": "\\ud83d\\ude00"}\n')
+        docs, report = read(p)
+        assert [(d.id, d.text) for d in docs] == [("2", "\U0001F600")]
+        assert report.skipped[0].startswith(f"{p}:1: lone surrogate U+D800")
+
+    @pytest.mark.parametrize("bad_id, shown", [({"a": 1}, 'id {"a": 1} is a dict'), ([1], "id [1] is a list"), (True, "id true is a bool"), (1.5, "id 1.5 is a float")])
+    def test_an_id_that_is_not_a_string_or_integer_is_skipped_with_file_line_and_reason(self, tmp_path, bad_id, shown):
+        p = write_jsonl(tmp_path / "d.jsonl", [{"id": bad_id, "text": "x"}, {"id": "2", "text": "y"}])
+        docs, report = read(p)
+        assert [d.id for d in docs] == ["2"]
+        assert report.skipped == [f"{p}:1: {shown}; an id must be a string or an integer"]
+
+    def test_an_int_id_and_a_string_id_that_collide_are_reported_naming_both_lines(self, tmp_path):
+        p = write_jsonl(tmp_path / "d.jsonl", [{"id": 1, "text": "int"}, {"id": "2", "text": "b"}, {"id": "1", "text": "str"}])
+        report = IngestReport()
+        docs = dedupe(read_source(str(p), None, {}, report), report)
+        assert [(d.id, d.text) for d in docs] == [("1", "str"), ("2", "b")] and report.duplicates == ["1"]
+        assert report.id_clashes == [f"id '1' at {p}:3 (str) and at {p}:1 (int) are the same id once stored as text; the last one is kept"]
+
+    def test_an_integer_id_too_long_to_write_is_skipped(self, tmp_path):
+        p = tmp_path / "d.jsonl"
+        p.write_text('{"id": "1", "text": "a"}\n{"id": ' + "9" * 5000 + ', "text": "b"}\n')
+        docs, report = read(p)
+        assert [d.id for d in docs] == ["1"] and report.skipped[0].startswith(f"{p}:2: malformed JSON: Exceeds the limit")
+
+    def test_deeply_nested_json_is_one_skipped_line(self, tmp_path):
+        p = tmp_path / "d.jsonl"
+        p.write_text("[" * 100000 + "]" * 100000 + '\n{"id": "1", "text": "a"}\n')
+        docs, report = read(p)
+        assert [d.id for d in docs] == ["1"] and report.skipped == [f"{p}:1: malformed JSON: nested too deeply"]
+
+    @pytest.mark.parametrize("name, content, reason", [
+        ("empty.jsonl", b"", "empty file"),
+        ("blank.csv", b"\n \n", "empty file"),
+        ("image.jsonl", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary file (NUL byte at offset 8), not text; point the source at a text file"),
+        ("corrupt.jsonl.gz", b"\x1f\x8b\x08\x00garbage", "not a valid gzip file ("),
+        ("plain.jsonl.gz", b'{"id": "1"}\n', "not a valid gzip file ("),
+        ("fake.parquet", b"PAR1 not really", "not a Parquet file"),
+    ])
+    def test_an_empty_binary_or_corrupt_file_is_skipped_with_its_reason(self, tmp_path, name, content, reason):
+        p = tmp_path / name
+        p.write_bytes(content)
+        docs, report = read(p)
+        assert docs == [] and len(report.skipped) == 1 and report.skipped[0].startswith(f"{p}: {reason}")
+
+    def test_a_csv_row_that_is_not_utf8_is_skipped_alone(self, tmp_path):
+        p = tmp_path / "d.csv"
+        p.write_bytes(b"id,text\n1,good\n2,caf\xe9\n3,\"multi\nline\"\n")
+        docs, report = read(p)
+        assert [(d.id, d.text) for d in docs] == [("1", "good"), ("3", "multi\nline")]
+        assert report.skipped == [f"{p}:3: not UTF-8; re-encode the row as UTF-8"]
+
+    def test_a_csv_nan_in_a_float_field_names_file_line_and_fix(self, tmp_path):
+        p = tmp_path / "d.csv"
+        p.write_text("id,text,score\n1,x,nan\n")
+        with pytest.raises(IngestError, match=rf"{p}:2: field 'score' is float; got 'nan'"):
+            read(p)
+
+    def test_a_folder_link_that_leaves_the_root_is_refused_with_a_reason(self, tmp_path):
+        root, outside = tmp_path / "docs", tmp_path / "private"
+        root.mkdir(), outside.mkdir()
+        (outside / "secret.txt").write_text("the secret")
+        (root / "a.txt").write_text("public")
+        (root / "secret.txt").symlink_to(outside / "secret.txt")
+        (root / "inner.txt").symlink_to(root / "a.txt")  # a link that stays inside is fine
+        (root / "sub").symlink_to(outside, target_is_directory=True)
+        docs, report = read(root)
+        assert [d.id for d in docs] == ["a.txt", "inner.txt"]
+        assert report.skipped == [f"{root / 'secret.txt'}: links to {outside / 'secret.txt'}, outside the source folder {root}; copy the file into the folder to index it"]
+        assert all("the secret" not in d.text for d in docs)
+
+    def test_a_folder_with_no_text_files_says_so(self, tmp_path):
+        (tmp_path / "x.bin").write_bytes(b"\x00")
+        docs, report = read(tmp_path, "folder")
+        assert docs == [] and report.skipped == [f"{tmp_path}: no .txt or .md files below it"]
