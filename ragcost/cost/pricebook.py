@@ -24,7 +24,8 @@ from ragcost.config.base import Strict
 from ragcost.config.loader import read_yaml, validate
 from ragcost.errors import ConfigError
 
-NonNeg = Annotated[float, Field(ge=0)]
+# A price is a finite number: `.inf` or `1e400` would make every cost $inf and every share nan%.
+NonNeg = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 KINDS = ("time", "tokens", "storage")
 
 
