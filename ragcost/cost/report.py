@@ -1,7 +1,7 @@
 """The cost report over ledger rows: per stage latency, calls, tokens and dollars; totals per 1k, per success, per useful doc.
 
-Percentiles are numpy's ``method="linear"`` over each stage's *calls* (distinct ``call_id``) wall
-seconds. Per-query figures share a batch call's totals evenly over its items (a row's share is
+Per-stage sums come from :mod:`ragcost.cost.aggregate` and percentiles from :mod:`ragcost.cost.stats`
+(numpy's ``method="linear"`` over each stage's *calls*, distinct ``call_id``, wall seconds). Per-query figures share a batch call's totals evenly over its items (a row's share is
 the call's total / items), so a report over a time window counts only its own queries' part.
 Dollars are the rows' ``cost_usd`` (already per query), so the total is the sum of the stages.
 """
@@ -15,12 +15,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Optional
 
-import numpy as np
-
+from ragcost.cost.aggregate import StageAgg, by_stage_of_rows
 from ragcost.cost.ledger import Ledger
+from ragcost.cost.stats import PERCENTILE_METHOD
 from ragcost.cost.useful import cost_per_useful, format_per_useful
-
-PERCENTILE_METHOD = "linear"
 
 
 @dataclass
@@ -74,14 +72,22 @@ class Report:
         return asdict(self)
 
 
-def _pct(xs: list[float]) -> tuple[Optional[float], ...]:
-    if not xs:
-        return (None, None, None)
-    return tuple(float(v) for v in np.percentile(np.asarray(xs, dtype=float), [50, 95, 99], method=PERCENTILE_METHOD))
-
-
 def _div(a: float, b: float) -> Optional[float]:
     return a / b if b else None
+
+
+def _stage_row(s: StageAgg, n: int, total: float) -> StageRow:
+    """One stage's line: per-query figures are the stage's per-query shares over the n queries."""
+    p50, p95, p99 = s.latency((50, 95, 99))
+    tin, tcached, tout = (float(x or 0.0) for x in (s.input_tokens, s.cached_input_tokens, s.output_tokens))
+    return StageRow(
+        stage=s.stage, calls=s.distinct_calls, calls_per_query=_div(s.calls, n) or 0.0,
+        p50_s=p50, p95_s=p95, p99_s=p99,
+        input_tokens_per_query=_div(tin, n) or 0.0, cached_input_tokens_per_query=_div(tcached, n) or 0.0,
+        output_tokens_per_query=_div(tout, n) or 0.0, tokens_per_query=_div(tin + tcached + tout, n) or 0.0,
+        retries=float(s.retries), failures=float(s.failures), usd=s.usd, usd_per_query=_div(s.usd, n) or 0.0,
+        share=_div(s.usd, total),
+    )
 
 
 def build_report(ledger: str | Ledger, since: datetime | None = None, pipeline: str | None = None) -> Report:
@@ -99,38 +105,11 @@ def build_report(ledger: str | Ledger, since: datetime | None = None, pipeline: 
 def aggregate(qrows: list[dict], srows: list[dict], since: datetime | None = None, pipeline: str | None = None) -> Report:
     """The report of already-read ledger rows (pure; the tests call it directly too)."""
     n = len(qrows)
-    stages: dict[str, dict[str, Any]] = {}
-    for r in srows:
-        s = stages.setdefault(r["stage"], {"calls": {}, "usd": 0.0, "in": 0.0, "cached": 0.0, "out": 0.0,
-                                           "ncalls": 0.0, "retries": 0.0, "failures": 0.0, "unknown_cached": 0})
-        items = max(int(r["items"] or 1), 1)
-        s["usd"] += float(r["cost_usd"])
-        s["in"] += (r["input_tokens"] or 0) / items
-        s["cached"] += (r["cached_input_tokens"] or 0) / items
-        s["out"] += (r["output_tokens"] or 0) / items
-        s["ncalls"] += (r["calls"] or 0) / items
-        s["retries"] += (r["retries"] or 0) / items
-        s["failures"] += (r["failures"] or 0) / items
-        if r["cached_input_tokens"] is None and r["input_tokens"] is not None:
-            s["unknown_cached"] += 1
-        if r["calls"]:
-            s["calls"][r["call_id"]] = float(r["wall_seconds"])
-    total = sum(s["usd"] for s in stages.values())
-    rows = []
-    notes = []
-    for name, s in stages.items():
-        p50, p95, p99 = _pct(list(s["calls"].values()))
-        tokens = s["in"] + s["cached"] + s["out"]
-        rows.append(StageRow(
-            stage=name, calls=len(s["calls"]), calls_per_query=_div(s["ncalls"], n) or 0.0,
-            p50_s=p50, p95_s=p95, p99_s=p99,
-            input_tokens_per_query=_div(s["in"], n) or 0.0, cached_input_tokens_per_query=_div(s["cached"], n) or 0.0,
-            output_tokens_per_query=_div(s["out"], n) or 0.0, tokens_per_query=_div(tokens, n) or 0.0,
-            retries=s["retries"], failures=s["failures"], usd=s["usd"], usd_per_query=_div(s["usd"], n) or 0.0,
-            share=_div(s["usd"], total),
-        ))
-        if s["unknown_cached"]:
-            notes.append(f"{name}: {s['unknown_cached']} row(s) without a cached-token count (server did not say)")
+    stages = by_stage_of_rows(srows)
+    total = sum(s.usd for s in stages.values())
+    rows = [_stage_row(s, n, total) for s in stages.values()]
+    notes = [f"{s.stage}: {s.unknown_cached} row(s) without a cached-token count (server did not say)"
+             for s in stages.values() if s.unknown_cached]
     ok = sum(1 for q in qrows if q["ok"])
     useful = sum(int(q["useful"] or 0) for q in qrows)
     totals = Totals(
