@@ -91,9 +91,12 @@ def _stage_row(s: StageAgg, n: int, total: float) -> StageRow:
 
 
 def build_report(ledger: str | Ledger, since: datetime | None = None, pipeline: str | None = None) -> Report:
-    """Read the ledger (a URL or an open Ledger) and aggregate it."""
+    """Read the ledger (a URL, opened read-only, or an open Ledger) and aggregate it.
+
+    A URL with no ledger (no file, no tables) is a StoreError: a report never creates one.
+    """
     own = isinstance(ledger, str)
-    led = Ledger(ledger) if own else ledger
+    led = Ledger(ledger, read_only=True) if own else ledger
     try:
         qrows, srows = led.read(since, pipeline)
     finally:

@@ -136,3 +136,22 @@ class TestSince:
         assert parse_since("2026-11-01", now) == datetime(2026, 11, 1, tzinfo=timezone.utc)
         with pytest.raises(ConfigError, match="--since 'yesterday'"):
             parse_since("yesterday", now)
+
+
+class TestReportIsReadOnly:
+    def test_report_on_a_new_sqlite_url_creates_no_file(self, tmp_path):
+        path = tmp_path / "new.db"
+        with pytest.raises(StoreError, match="no ledger at"):
+            build_report(f"sqlite:///{path}")
+        assert not path.exists()
+
+    def test_report_on_a_store_without_ledger_tables_adds_none(self, tmp_path):
+        import duckdb
+
+        path = tmp_path / "store.duckdb"
+        duckdb.connect(str(path)).execute("CREATE TABLE documents (id VARCHAR)").close()
+        with pytest.raises(StoreError, match="no ledger tables in .*run `ragcost query` first"):
+            build_report(f"duckdb:///{path}")
+        con = duckdb.connect(str(path))
+        assert [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()] == ["documents"]
+        con.close()
