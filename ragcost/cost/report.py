@@ -11,14 +11,16 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from ragcost.cost.aggregate import StageAgg, by_stage_of_rows
+from ragcost.cost.fmt import json_safe, money, money_column
 from ragcost.cost.ledger import Ledger
 from ragcost.cost.stats import PERCENTILE_METHOD
-from ragcost.cost.useful import cost_per_useful, format_per_useful
+from ragcost.cost.useful import cost_per_useful
 
 
 @dataclass
@@ -125,7 +127,8 @@ def aggregate(qrows: list[dict], srows: list[dict], since: datetime | None = Non
 
 
 def to_json(report: Report) -> str:
-    return json.dumps(report.to_dict(), indent=2)
+    """Always valid JSON: a NaN or infinite figure (a ledger priced before prices had to be finite) is null."""
+    return json.dumps(json_safe(report.to_dict()), indent=2, allow_nan=False)
 
 
 CSV_COLUMNS = ["stage", "calls", "calls_per_query", "p50_s", "p95_s", "p99_s", "input_tokens_per_query",
@@ -152,10 +155,6 @@ def to_csv(report: Report) -> str:
     return out.getvalue()
 
 
-def _money(x: Optional[float]) -> str:
-    return "n/a" if x is None else f"${x:.6g}"
-
-
 def _ms(x: Optional[float]) -> str:
     return "-" if x is None else f"{x * 1000:.1f}"
 
@@ -163,24 +162,59 @@ def _ms(x: Optional[float]) -> str:
 def to_rich_table(report: Report):
     """A rich renderable: the stage table and the totals under it."""
     from rich.console import Group
-    from rich.table import Table
 
+    t = report.totals
+    rows = [["queries (successful)", f"{t.queries} ({t.successful})"], ["$ total", money(t.usd)],
+            ["$ per 1k queries", money(t.usd_per_1k_queries)],
+            ["$ per successful request", money(t.usd_per_successful) if t.successful else "n/a (0 successful)"],
+            ["useful documents", str(t.useful)],
+            ["$ per useful retrieved document", money(t.usd_per_useful, missing="n/a (0 useful)")]]
+    totals = _FittedTable(("what", "value"), rows, title="totals", show_header=False)
+    return Group(_stage_table(report), totals, *report.notes)
+
+
+def _stage_table(report: Report) -> "_FittedTable":
     title = "ragcost report" + (f" - pipeline {report.pipeline}" if report.pipeline else "") + (
         f" - since {report.since}" if report.since else "")
-    st = Table(title=title, caption=f"latency percentiles over calls (numpy method={report.percentile_method})")
-    for col in ("stage", "p50 ms", "p95 ms", "p99 ms", "calls/query", "tokens/query", "$/query", "share"):
-        st.add_column(col, justify="left" if col == "stage" else "right")
-    for r in report.stages:
-        st.add_row(r.stage, _ms(r.p50_s), _ms(r.p95_s), _ms(r.p99_s), f"{r.calls_per_query:.3g}",
-                   f"{r.tokens_per_query:.4g}", _money(r.usd_per_query), "-" if r.share is None else f"{r.share:.1%}")
-    t = report.totals
-    tt = Table(show_header=False, title="totals")
-    tt.add_column("what")
-    tt.add_column("value", justify="right")
-    tt.add_row("queries (successful)", f"{t.queries} ({t.successful})")
-    tt.add_row("$ total", _money(t.usd))
-    tt.add_row("$ per 1k queries", _money(t.usd_per_1k_queries))
-    tt.add_row("$ per successful request", _money(t.usd_per_successful) if t.successful else "n/a (0 successful)")
-    tt.add_row("useful documents", str(t.useful))
-    tt.add_row("$ per useful retrieved document", format_per_useful(t.usd_per_useful))
-    return Group(st, tt, *report.notes)
+    usd = money_column([r.usd_per_query for r in report.stages])
+    cells = [[r.stage, _ms(r.p50_s), _ms(r.p95_s), _ms(r.p99_s), f"{r.calls_per_query:.3g}", f"{r.tokens_per_query:.4g}",
+              u, _share(r.share)] for r, u in zip(report.stages, usd)]
+    # Two-line headers keep the number columns as narrow as their numbers.
+    headers = ("stage", "p50\nms", "p95\nms", "p99\nms", "calls\n/query", "tokens\n/query", "$\n/query", "share")
+    return _FittedTable(headers, cells, title=title, simple=True,
+                        caption=f"latency percentiles over calls (numpy method={report.percentile_method})")
+
+
+def _share(x: Optional[float]) -> str:
+    return "-" if x is None or not math.isfinite(x) else f"{x:.1%}"
+
+
+class _FittedTable:
+    """A table whose number columns keep their full width at any terminal width that holds them.
+
+    A number cut to fit (``$1.1200…`` for $1.12e-05) reads as another number. So the number
+    columns get exactly the width of their widest cell and the first column (a name) folds
+    into what is left. A terminal too narrow even for the numbers folds them onto a second
+    line rather than cutting them.
+    """
+
+    def __init__(self, headers: Sequence[str], cells: list[list[str]], simple: bool = False, **table_kw: Any):
+        self.headers, self.cells, self.simple, self.table_kw = headers, cells, simple, table_kw
+
+    def __rich_console__(self, console, options):
+        from rich import box
+        from rich.table import Table
+
+        style = {"box": box.SIMPLE_HEAD, "show_edge": False, "pad_edge": False, "collapse_padding": True} if self.simple else {}
+        table = Table(**style, **self.table_kw)
+        widths = [max([len(line) for line in h.split("\n")] + [len(row[i]) for row in self.cells])
+                  for i, h in enumerate(self.headers)]
+        n = len(widths)
+        chrome = 2 * (n - 1) if self.simple else 3 * n + 1  # padding and rules between and around columns
+        fits = sum(widths[1:]) + chrome + min(widths[0], 8) <= options.max_width
+        table.add_column(self.headers[0], justify="left", overflow="fold")
+        for h, w in zip(self.headers[1:], widths[1:]):
+            table.add_column(h, justify="right", **({"width": w, "no_wrap": True} if fits else {"overflow": "fold"}))
+        for row in self.cells:
+            table.add_row(*row)
+        yield table
