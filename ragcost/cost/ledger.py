@@ -121,14 +121,20 @@ class Ledger:
             raise StoreError(f"no ledger at {path}; run `ragcost query` or `ragcost eval` first, or pass --ledger URL")
         if path is not None and not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
+        self.engine = None
         try:
             # No DuckDB read_only flag: it refuses a file this process already has open (the store).
             self.engine = sa.create_engine(url)
-            self.check_tables() if read_only else self.migrate()
-        except StoreError:
-            self.engine.dispose()
-            raise
-        except Exception as e:  # a bad URL or an unreachable server: one line, with the fix
+            if read_only:
+                self.check_tables()
+            else:
+                self.migrate()
+        except Exception as e:
+            if self.engine is not None:
+                self.engine.dispose()  # DuckDB: release the file, so this process can open it again
+            if isinstance(e, StoreError):
+                raise
+            # a bad URL or an unreachable server: one line, with the fix
             raise StoreError(f"ledger {url}: cannot open ({type(e).__name__}: {str(e).splitlines()[0]}); "
                              "check the SQLAlchemy URL, e.g. duckdb:///.ragcost/ledger.duckdb") from None
 
