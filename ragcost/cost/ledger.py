@@ -28,6 +28,7 @@ Each query's rows are written in one transaction: a crash leaves no partial quer
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
@@ -116,6 +117,7 @@ class Ledger:
     def __init__(self, url: str = DEFAULT_URL, read_only: bool = False):
         self.url = url
         self.read_only = read_only
+        shown = shown_url(url)
         path = _file_of(url)
         if read_only and path is not None and not path.is_file():
             raise StoreError(f"no ledger at {path}; run `ragcost query` or `ragcost eval` first, or pass --ledger URL")
@@ -135,7 +137,7 @@ class Ledger:
             if isinstance(e, StoreError):
                 raise
             # a bad URL or an unreachable server: one line, with the fix
-            raise StoreError(f"ledger {url}: cannot open ({type(e).__name__}: {str(e).splitlines()[0]}); "
+            raise StoreError(f"ledger {shown}: cannot open ({type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}); "
                              "check the SQLAlchemy URL, e.g. duckdb:///.ragcost/ledger.duckdb") from None
 
     def check_tables(self) -> None:
@@ -145,10 +147,10 @@ class Ledger:
                 try:
                     have = set(conn.execute(sa.select(sa.text("*")).select_from(sa.table(table.name)).limit(0)).keys())
                 except sa.exc.DBAPIError:
-                    raise StoreError(f"no ledger tables in {self.url}; run `ragcost query` first") from None
+                    raise StoreError(f"no ledger tables in {shown_url(self.url)}; run `ragcost query` first") from None
                 missing = [c.name for c in table.columns if c.name not in have]
                 if missing:
-                    raise StoreError(f"ledger {self.url}: {table.name} lacks column(s) {', '.join(missing)} (an older "
+                    raise StoreError(f"ledger {shown_url(self.url)}: {table.name} lacks column(s) {', '.join(missing)} (an older "
                                      "ragcost wrote it); run `ragcost query` once to add them") from None
 
     def migrate(self) -> None:
@@ -243,6 +245,14 @@ class Ledger:
     def list_runs(self) -> list[dict]:
         with self.engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(sa.select(runs).order_by(runs.c.started_at))]
+
+
+def shown_url(url: str) -> str:
+    """The URL as messages may print it: never with its password."""
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
 
 
 def _file_of(url: str) -> Path | None:

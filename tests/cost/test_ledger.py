@@ -139,3 +139,8 @@ class TestReadOnly:
         with Ledger(url, read_only=True) as led:
             qrows, srows = led.read(pipeline="kb")
         assert len(qrows) >= 1 and len(srows) >= 3
+
+    def test_messages_never_print_the_password(self):
+        with pytest.raises(StoreError) as e:
+            Ledger("postgresql+psycopg://u:s3cret@127.0.0.1:1/none", read_only=True)
+        assert "s3cret" not in str(e.value) and "u:***@" in str(e.value)
