@@ -57,15 +57,18 @@ class TestErrorsNameFileLineAndField:
         with pytest.raises(ConfigError, match="overlap"):
             load_model(PipelineConfig, p)
 
+    # IndexConfig is plain since the backends describe themselves (tests/index/test_check.py checks
+    # check_config); here: a pipeline that loads a bad index file names that file and the key.
     def test_unknown_index_parameter_lists_known_ones(self, tmp_path):
-        p = write(tmp_path, "backend: hnswlib\nkind: hnsw\nbuild: {M: 16, efc: 10}\n", "i.yaml")
-        with pytest.raises(ConfigError, match=r"build.efc: unknown build parameter .*M, ef_construction"):
-            load_model(IndexConfig, p)
+        write(tmp_path, "backend: hnswlib\nkind: hnsw\nbuild: {M: 16, efc: 10}\n", "i.yaml")
+        p = write(tmp_path, "name: x\nindex: i.yaml\n")
+        with pytest.raises(ConfigError, match=r"i\.yaml: .*build.efc: unknown build parameter .*M, ef_construction"):
+            Pipeline.load(p)
 
     def test_kind_the_backend_lacks(self, tmp_path):
-        p = write(tmp_path, "backend: hnswlib\nkind: ivf_pq\n", "i.yaml")
-        with pytest.raises(ConfigError, match="hnswlib.*ivf_pq.*backend: faiss"):
-            load_model(IndexConfig, p)
+        p = write(tmp_path, "name: x\nindex: {backend: hnswlib, kind: ivf_pq}\n")
+        with pytest.raises(ConfigError, match=rf"^{p}:\d+:\d+: index: .*hnswlib.*ivf_pq.*backend: faiss"):
+            Pipeline.load(p)
 
     def test_empty_file(self, tmp_path):
         p = write(tmp_path, "")
