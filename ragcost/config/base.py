@@ -61,7 +61,7 @@ def format_validation_error(err: ValidationError, source: str, data: Any, prefix
     """One line per problem is too many for a CLI: report the first, and how many more."""
     errors = _pick(err.errors())
     e = errors[0]
-    loc = [*prefix, *[x for x in e["loc"] if not _is_union_tag(x)]]
+    loc = _without_branch_tags([*prefix, *[x for x in e["loc"] if not _is_union_tag(x)]], data)
     pos = position(data, loc)
     where = f"{source}:{pos[0]}:{pos[1]}" if pos else source
     field = ".".join(str(x) for x in loc) or "(top level)"
@@ -78,6 +78,28 @@ def format_validation_error(err: ValidationError, source: str, data: Any, prefix
     return f"{where}: {field}: {msg}{more}"
 
 
+def _without_branch_tags(loc: list[Any], data: Any) -> list[Any]:
+    """Drop a discriminated union's branch tag (``resources.gpu.time.x`` -> ``resources.gpu.x``).
+
+    pydantic puts the discriminator's value in ``loc``; in the YAML it is a value of the mapping,
+    not a key, so a key that is absent but equals one of the mapping's values is that tag.
+    """
+    out: list[Any] = []
+    node = data
+    for key in loc:
+        if isinstance(node, dict) and isinstance(key, str) and key not in node \
+                and key in {v for v in node.values() if isinstance(v, str)}:
+            continue
+        out.append(key)
+        if isinstance(node, dict) and key in node:
+            node = node[key]
+        elif isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
+            node = node[key]
+        else:
+            node = None
+    return out
+
+
 def plain(data: Any) -> Any:
     """ruamel's commented maps/sequences as plain dicts/lists (for pydantic and for dumping)."""
     if isinstance(data, dict):
@@ -85,8 +107,6 @@ def plain(data: Any) -> Any:
     if isinstance(data, list):
         return [plain(v) for v in data]
     return data
-
-
 
 
 def one_line(err: ValidationError, prefix: Sequence[Any] = (), known: Sequence[str] = ()) -> str:

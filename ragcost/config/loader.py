@@ -39,7 +39,7 @@ def parse_yaml(text: str, name: str = "<string>") -> Any:
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
     try:
-        return _yaml().load(io.StringIO(text))
+        data = _yaml().load(io.StringIO(text))
     except MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
@@ -47,6 +47,47 @@ def parse_yaml(text: str, name: str = "<string>") -> Any:
         raise ConfigError(f"{where}: malformed YAML: {what}; fix the syntax at that position") from None
     except YAMLError as e:
         raise ConfigError(f"{name}: malformed YAML: {str(e).splitlines()[0]}") from None
+    check_alias_expansion(data, name)
+    return data
+
+
+# ruamel shares one object per anchor, so parsing is cheap; copying the tree into plain dicts
+# (for pydantic) expands every alias. Nine levels of nine aliases are 9**9 values from ~500 bytes.
+MAX_ALIAS_EXPANSION = 100_000
+
+
+def check_alias_expansion(data: Any, name: str, limit: int = MAX_ALIAS_EXPANSION) -> None:
+    """Refuse a tree whose aliases add more than ``limit`` values, or refer to themselves.
+
+    Sizes are counted once per shared object, so the check itself is linear in the file.
+    """
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()
+    unique = 0
+    stack: list[tuple[Any, bool]] = [(data, False)] if isinstance(data, (dict, list)) else []
+    while stack:
+        node, done = stack.pop()
+        kids = list(node.values()) if isinstance(node, dict) else node
+        if done:
+            sizes[id(node)] = 1 + sum(sizes.get(id(k), 1) for k in kids)
+            unique += 1 + sum(1 for k in kids if not isinstance(k, (dict, list)))
+            if sizes[id(node)] - unique > limit:
+                raise ConfigError(f"{_where(node, name)}: YAML aliases here expand to more than {limit:,} values; "
+                                  "write the values out, or use fewer nested aliases (*name)")
+            continue
+        if id(node) in sizes:
+            continue
+        if id(node) in open_:
+            raise ConfigError(f"{_where(node, name)}: a YAML alias refers to the node that contains it; "
+                              "remove the recursive alias (*name)")
+        open_.add(id(node))
+        stack.append((node, True))
+        stack.extend((k, False) for k in kids if isinstance(k, (dict, list)))
+
+
+def _where(node: Any, name: str) -> str:
+    lc = getattr(node, "lc", None)
+    return f"{name}:{lc.line + 1}:{lc.col + 1}" if lc is not None and lc.line is not None else name
 
 
 def validate(model: type[M], data: Any, source: str, prefix: Sequence[Any] = (), context: dict | None = None, tree: Any = None) -> M:

@@ -20,8 +20,7 @@ Storage. ``GB`` is GiB (2**30 bytes). The index's RAM and disk GiB-months divide
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from ragcost.cost.pricebook import PriceBook, StorageResource, TimeResource, TokenResource
 from ragcost.records import UsageRecord
@@ -139,43 +138,3 @@ def storage_row(ram_bytes: float, disk_bytes: float, book: PriceBook, resource: 
         "bytes": int(ram_bytes + disk_bytes),
         "cost_usd": storage_cost_per_query(ram_bytes, disk_bytes, book, resource),
     }
-
-
-@dataclass
-class StageCost:
-    """Running totals of one stage over many records."""
-
-    stage: str
-    usd: float = 0.0
-    calls: int = 0
-    items: int = 0
-    input_tokens: int = 0
-    cached_input_tokens: int = 0
-    output_tokens: int = 0
-    cached_unknown: int = 0  # calls whose server did not report cached tokens
-    wall_seconds: list[float] = field(default_factory=list)
-
-    def add(self, record: UsageRecord, book: PriceBook) -> None:
-        self.usd += cost_of(record, book)
-        self.calls += record.calls
-        self.items += record.items
-        self.input_tokens += record.input_tokens or 0
-        self.output_tokens += record.output_tokens or 0
-        if record.cached_input_tokens is None:
-            self.cached_unknown += 1
-        else:
-            self.cached_input_tokens += record.cached_input_tokens
-        self.wall_seconds.append(record.wall_seconds)
-
-
-def by_stage(records: Iterable[UsageRecord], book: PriceBook) -> dict[str, StageCost]:
-    """Records summed per stage, in first-seen order."""
-    out: dict[str, StageCost] = {}
-    for r in records:
-        out.setdefault(r.stage, StageCost(r.stage)).add(r, book)
-    return out
-
-
-def total_cost(records: Iterable[UsageRecord], book: PriceBook) -> float:
-    """All dollars of these records."""
-    return sum(cost_of(r, book) for r in records)

@@ -28,6 +28,7 @@ Each query's rows are written in one transaction: a crash leaves no partial quer
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
@@ -107,20 +108,50 @@ def _new_id() -> str:
 
 
 class Ledger:
-    """The ledger at ``url``; tables are created or extended (never dropped) on open."""
+    """The ledger at ``url``; tables are created or extended (never dropped) on open.
 
-    def __init__(self, url: str = DEFAULT_URL):
+    ``read_only=True`` (what reports use) never creates a file, a table or a column: a missing
+    file or missing tables are a StoreError that says to run ``ragcost query`` first.
+    """
+
+    def __init__(self, url: str = DEFAULT_URL, read_only: bool = False):
         self.url = url
-        if url.startswith("duckdb:///") and not url.startswith("duckdb:///:memory:"):
-            Path(url[len("duckdb:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        self.read_only = read_only
+        shown = shown_url(url)
+        path = _file_of(url)
+        if read_only and path is not None and not path.is_file():
+            raise StoreError(f"no ledger at {path}; run `ragcost query` or `ragcost eval` first, or pass --ledger URL")
+        if path is not None and not read_only:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        self.engine = None
         try:
+            # No DuckDB read_only flag: it refuses a file this process already has open (the store).
             self.engine = sa.create_engine(url)
-            self.migrate()
-        except StoreError:
-            raise
-        except Exception as e:  # a bad URL or an unreachable server: one line, with the fix
-            raise StoreError(f"ledger {url}: cannot open ({type(e).__name__}: {str(e).splitlines()[0]}); "
+            if read_only:
+                self.check_tables()
+            else:
+                self.migrate()
+        except Exception as e:
+            if self.engine is not None:
+                self.engine.dispose()  # DuckDB: release the file, so this process can open it again
+            if isinstance(e, StoreError):
+                raise
+            # a bad URL or an unreachable server: one line, with the fix
+            raise StoreError(f"ledger {shown}: cannot open ({type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}); "
                              "check the SQLAlchemy URL, e.g. duckdb:///.ragcost/ledger.duckdb") from None
+
+    def check_tables(self) -> None:
+        """Every ledger table and column is there (read-only: nothing is created)."""
+        with self.engine.connect() as conn:
+            for table in metadata.sorted_tables:
+                try:
+                    have = set(conn.execute(sa.select(sa.text("*")).select_from(sa.table(table.name)).limit(0)).keys())
+                except sa.exc.DBAPIError:
+                    raise StoreError(f"no ledger tables in {shown_url(self.url)}; run `ragcost query` first") from None
+                missing = [c.name for c in table.columns if c.name not in have]
+                if missing:
+                    raise StoreError(f"ledger {shown_url(self.url)}: {table.name} lacks column(s) {', '.join(missing)} (an older "
+                                     "ragcost wrote it); run `ragcost query` once to add them") from None
 
     def migrate(self) -> None:
         """Create missing tables, add missing columns; never drop or alter what is there."""
@@ -214,6 +245,25 @@ class Ledger:
     def list_runs(self) -> list[dict]:
         with self.engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(sa.select(runs).order_by(runs.c.started_at))]
+
+
+def shown_url(url: str) -> str:
+    """The URL as messages may print it: never with its password."""
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+
+
+def _file_of(url: str) -> Path | None:
+    """The database file of a DuckDB or SQLite URL; None for servers and in-memory databases."""
+    try:
+        u = sa.engine.make_url(url)
+    except Exception:
+        return None  # create_engine reports the bad URL
+    if u.get_backend_name() not in ("duckdb", "sqlite") or u.database in (None, "", ":memory:"):
+        return None
+    return Path(u.database)
 
 
 def _naive_utc(dt: datetime) -> datetime:

@@ -18,20 +18,18 @@ from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
-from ragcost.config.loader import format_validation_error, read_yaml
+from ragcost.config.base import Strict
+from ragcost.config.loader import read_yaml, validate
 from ragcost.errors import ConfigError
 
-NonNeg = Annotated[float, Field(ge=0)]
+# A price is a finite number: `.inf` or `1e400` would make every cost $inf and every share nan%.
+NonNeg = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 KINDS = ("time", "tokens", "storage")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class TimeResource(_Strict):
+class TimeResource(Strict):
     """An instance billed by the hour."""
 
     kind: Literal["time"]
@@ -41,7 +39,7 @@ class TimeResource(_Strict):
     note: Optional[str] = None
 
 
-class TokenResource(_Strict):
+class TokenResource(Strict):
     """A hosted model billed per 1M tokens."""
 
     kind: Literal["tokens"]
@@ -57,7 +55,7 @@ class TokenResource(_Strict):
         return self.input_per_1m if self.cached_input_per_1m is None else self.cached_input_per_1m
 
 
-class StorageResource(_Strict):
+class StorageResource(Strict):
     """Index storage billed per GiB-month."""
 
     kind: Literal["storage"]
@@ -70,7 +68,7 @@ class StorageResource(_Strict):
 Resource = Annotated[Union[TimeResource, TokenResource, StorageResource], Field(discriminator="kind")]
 
 
-class PriceBook(_Strict):
+class PriceBook(Strict):
     """A whole price book; ``name`` is where it came from (for messages), not part of the YAML."""
 
     version: str
@@ -105,31 +103,11 @@ def check_resources(book: PriceBook, refs: dict[str, str]) -> None:
         book.resource(name, where)
 
 
-class _TagStripped:
-    """A ValidationError whose locations skip the union tag, so positions land on the YAML keys."""
-
-    def __init__(self, err: ValidationError):
-        self._errors = err.errors()
-        for e in self._errors:
-            loc = list(e["loc"])
-            if len(loc) >= 3 and loc[0] == "resources" and loc[2] in KINDS:
-                del loc[2]
-            e["loc"] = tuple(loc)
-
-    def errors(self) -> list[dict[str, Any]]:
-        return self._errors
-
-
 def parse_price_book(data: Any, source: str) -> PriceBook:
     """Validate already-parsed YAML (ruamel tree, for line numbers) as a price book."""
     if data is None:
         raise ConfigError(f"{source}: the price book is empty; see pricing/default.yaml for an example")
-    from ragcost.config.loader import plain
-
-    try:
-        book = PriceBook.model_validate(plain(data))
-    except ValidationError as e:
-        raise ConfigError(format_validation_error(_TagStripped(e), source, data)) from None  # type: ignore[arg-type]
+    book = validate(PriceBook, data, source)
     book._name = source
     return book
 

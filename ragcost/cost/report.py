@@ -1,7 +1,7 @@
 """The cost report over ledger rows: per stage latency, calls, tokens and dollars; totals per 1k, per success, per useful doc.
 
-Percentiles are numpy's ``method="linear"`` over each stage's *calls* (distinct ``call_id``) wall
-seconds. Per-query figures share a batch call's totals evenly over its items (a row's share is
+Per-stage sums come from :mod:`ragcost.cost.aggregate` and percentiles from :mod:`ragcost.cost.stats`
+(numpy's ``method="linear"`` over each stage's *calls*, distinct ``call_id``, wall seconds). Per-query figures share a batch call's totals evenly over its items (a row's share is
 the call's total / items), so a report over a time window counts only its own queries' part.
 Dollars are the rows' ``cost_usd`` (already per query), so the total is the sum of the stages.
 """
@@ -11,16 +11,16 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
-import numpy as np
-
+from ragcost.cost.aggregate import StageAgg, by_stage_of_rows
+from ragcost.cost.fmt import json_safe, money, money_column
 from ragcost.cost.ledger import Ledger
-from ragcost.cost.useful import cost_per_useful, format_per_useful
-
-PERCENTILE_METHOD = "linear"
+from ragcost.cost.stats import PERCENTILE_METHOD
+from ragcost.cost.useful import cost_per_useful
 
 
 @dataclass
@@ -74,20 +74,31 @@ class Report:
         return asdict(self)
 
 
-def _pct(xs: list[float]) -> tuple[Optional[float], ...]:
-    if not xs:
-        return (None, None, None)
-    return tuple(float(v) for v in np.percentile(np.asarray(xs, dtype=float), [50, 95, 99], method=PERCENTILE_METHOD))
-
-
 def _div(a: float, b: float) -> Optional[float]:
     return a / b if b else None
 
 
+def _stage_row(s: StageAgg, n: int, total: float) -> StageRow:
+    """One stage's line: per-query figures are the stage's per-query shares over the n queries."""
+    p50, p95, p99 = s.latency((50, 95, 99))
+    tin, tcached, tout = (float(x or 0.0) for x in (s.input_tokens, s.cached_input_tokens, s.output_tokens))
+    return StageRow(
+        stage=s.stage, calls=s.distinct_calls, calls_per_query=_div(s.calls, n) or 0.0,
+        p50_s=p50, p95_s=p95, p99_s=p99,
+        input_tokens_per_query=_div(tin, n) or 0.0, cached_input_tokens_per_query=_div(tcached, n) or 0.0,
+        output_tokens_per_query=_div(tout, n) or 0.0, tokens_per_query=_div(tin + tcached + tout, n) or 0.0,
+        retries=float(s.retries), failures=float(s.failures), usd=s.usd, usd_per_query=_div(s.usd, n) or 0.0,
+        share=_div(s.usd, total),
+    )
+
+
 def build_report(ledger: str | Ledger, since: datetime | None = None, pipeline: str | None = None) -> Report:
-    """Read the ledger (a URL or an open Ledger) and aggregate it."""
+    """Read the ledger (a URL, opened read-only, or an open Ledger) and aggregate it.
+
+    A URL with no ledger (no file, no tables) is a StoreError: a report never creates one.
+    """
     own = isinstance(ledger, str)
-    led = Ledger(ledger) if own else ledger
+    led = Ledger(ledger, read_only=True) if own else ledger
     try:
         qrows, srows = led.read(since, pipeline)
     finally:
@@ -99,38 +110,11 @@ def build_report(ledger: str | Ledger, since: datetime | None = None, pipeline: 
 def aggregate(qrows: list[dict], srows: list[dict], since: datetime | None = None, pipeline: str | None = None) -> Report:
     """The report of already-read ledger rows (pure; the tests call it directly too)."""
     n = len(qrows)
-    stages: dict[str, dict[str, Any]] = {}
-    for r in srows:
-        s = stages.setdefault(r["stage"], {"calls": {}, "usd": 0.0, "in": 0.0, "cached": 0.0, "out": 0.0,
-                                           "ncalls": 0.0, "retries": 0.0, "failures": 0.0, "unknown_cached": 0})
-        items = max(int(r["items"] or 1), 1)
-        s["usd"] += float(r["cost_usd"])
-        s["in"] += (r["input_tokens"] or 0) / items
-        s["cached"] += (r["cached_input_tokens"] or 0) / items
-        s["out"] += (r["output_tokens"] or 0) / items
-        s["ncalls"] += (r["calls"] or 0) / items
-        s["retries"] += (r["retries"] or 0) / items
-        s["failures"] += (r["failures"] or 0) / items
-        if r["cached_input_tokens"] is None and r["input_tokens"] is not None:
-            s["unknown_cached"] += 1
-        if r["calls"]:
-            s["calls"][r["call_id"]] = float(r["wall_seconds"])
-    total = sum(s["usd"] for s in stages.values())
-    rows = []
-    notes = []
-    for name, s in stages.items():
-        p50, p95, p99 = _pct(list(s["calls"].values()))
-        tokens = s["in"] + s["cached"] + s["out"]
-        rows.append(StageRow(
-            stage=name, calls=len(s["calls"]), calls_per_query=_div(s["ncalls"], n) or 0.0,
-            p50_s=p50, p95_s=p95, p99_s=p99,
-            input_tokens_per_query=_div(s["in"], n) or 0.0, cached_input_tokens_per_query=_div(s["cached"], n) or 0.0,
-            output_tokens_per_query=_div(s["out"], n) or 0.0, tokens_per_query=_div(tokens, n) or 0.0,
-            retries=s["retries"], failures=s["failures"], usd=s["usd"], usd_per_query=_div(s["usd"], n) or 0.0,
-            share=_div(s["usd"], total),
-        ))
-        if s["unknown_cached"]:
-            notes.append(f"{name}: {s['unknown_cached']} row(s) without a cached-token count (server did not say)")
+    stages = by_stage_of_rows(srows)
+    total = sum(s.usd for s in stages.values())
+    rows = [_stage_row(s, n, total) for s in stages.values()]
+    notes = [f"{s.stage}: {s.unknown_cached} row(s) without a cached-token count (server did not say)"
+             for s in stages.values() if s.unknown_cached]
     ok = sum(1 for q in qrows if q["ok"])
     useful = sum(int(q["useful"] or 0) for q in qrows)
     totals = Totals(
@@ -143,7 +127,8 @@ def aggregate(qrows: list[dict], srows: list[dict], since: datetime | None = Non
 
 
 def to_json(report: Report) -> str:
-    return json.dumps(report.to_dict(), indent=2)
+    """Always valid JSON: a NaN or infinite figure (a ledger priced before prices had to be finite) is null."""
+    return json.dumps(json_safe(report.to_dict()), indent=2, allow_nan=False)
 
 
 CSV_COLUMNS = ["stage", "calls", "calls_per_query", "p50_s", "p95_s", "p99_s", "input_tokens_per_query",
@@ -170,10 +155,6 @@ def to_csv(report: Report) -> str:
     return out.getvalue()
 
 
-def _money(x: Optional[float]) -> str:
-    return "n/a" if x is None else f"${x:.6g}"
-
-
 def _ms(x: Optional[float]) -> str:
     return "-" if x is None else f"{x * 1000:.1f}"
 
@@ -181,24 +162,59 @@ def _ms(x: Optional[float]) -> str:
 def to_rich_table(report: Report):
     """A rich renderable: the stage table and the totals under it."""
     from rich.console import Group
-    from rich.table import Table
 
+    t = report.totals
+    rows = [["queries (successful)", f"{t.queries} ({t.successful})"], ["$ total", money(t.usd)],
+            ["$ per 1k queries", money(t.usd_per_1k_queries)],
+            ["$ per successful request", money(t.usd_per_successful) if t.successful else "n/a (0 successful)"],
+            ["useful documents", str(t.useful)],
+            ["$ per useful retrieved document", money(t.usd_per_useful, missing="n/a (0 useful)")]]
+    totals = _FittedTable(("what", "value"), rows, title="totals", show_header=False)
+    return Group(_stage_table(report), totals, *report.notes)
+
+
+def _stage_table(report: Report) -> "_FittedTable":
     title = "ragcost report" + (f" - pipeline {report.pipeline}" if report.pipeline else "") + (
         f" - since {report.since}" if report.since else "")
-    st = Table(title=title, caption=f"latency percentiles over calls (numpy method={report.percentile_method})")
-    for col in ("stage", "p50 ms", "p95 ms", "p99 ms", "calls/query", "tokens/query", "$/query", "share"):
-        st.add_column(col, justify="left" if col == "stage" else "right")
-    for r in report.stages:
-        st.add_row(r.stage, _ms(r.p50_s), _ms(r.p95_s), _ms(r.p99_s), f"{r.calls_per_query:.3g}",
-                   f"{r.tokens_per_query:.4g}", _money(r.usd_per_query), "-" if r.share is None else f"{r.share:.1%}")
-    t = report.totals
-    tt = Table(show_header=False, title="totals")
-    tt.add_column("what")
-    tt.add_column("value", justify="right")
-    tt.add_row("queries (successful)", f"{t.queries} ({t.successful})")
-    tt.add_row("$ total", _money(t.usd))
-    tt.add_row("$ per 1k queries", _money(t.usd_per_1k_queries))
-    tt.add_row("$ per successful request", _money(t.usd_per_successful) if t.successful else "n/a (0 successful)")
-    tt.add_row("useful documents", str(t.useful))
-    tt.add_row("$ per useful retrieved document", format_per_useful(t.usd_per_useful))
-    return Group(st, tt, *report.notes)
+    usd = money_column([r.usd_per_query for r in report.stages])
+    cells = [[r.stage, _ms(r.p50_s), _ms(r.p95_s), _ms(r.p99_s), f"{r.calls_per_query:.3g}", f"{r.tokens_per_query:.4g}",
+              u, _share(r.share)] for r, u in zip(report.stages, usd)]
+    # Two-line headers keep the number columns as narrow as their numbers.
+    headers = ("stage", "p50\nms", "p95\nms", "p99\nms", "calls\n/query", "tokens\n/query", "$\n/query", "share")
+    return _FittedTable(headers, cells, title=title, simple=True,
+                        caption=f"latency percentiles over calls (numpy method={report.percentile_method})")
+
+
+def _share(x: Optional[float]) -> str:
+    return "-" if x is None or not math.isfinite(x) else f"{x:.1%}"
+
+
+class _FittedTable:
+    """A table whose number columns keep their full width at any terminal width that holds them.
+
+    A number cut to fit (``$1.1200…`` for $1.12e-05) reads as another number. So the number
+    columns get exactly the width of their widest cell and the first column (a name) folds
+    into what is left. A terminal too narrow even for the numbers folds them onto a second
+    line rather than cutting them.
+    """
+
+    def __init__(self, headers: Sequence[str], cells: list[list[str]], simple: bool = False, **table_kw: Any):
+        self.headers, self.cells, self.simple, self.table_kw = headers, cells, simple, table_kw
+
+    def __rich_console__(self, console, options):
+        from rich import box
+        from rich.table import Table
+
+        style = {"box": box.SIMPLE_HEAD, "show_edge": False, "pad_edge": False, "collapse_padding": True} if self.simple else {}
+        table = Table(**style, **self.table_kw)
+        widths = [max([len(line) for line in h.split("\n")] + [len(row[i]) for row in self.cells])
+                  for i, h in enumerate(self.headers)]
+        n = len(widths)
+        chrome = 2 * (n - 1) if self.simple else 3 * n + 1  # padding and rules between and around columns
+        fits = sum(widths[1:]) + chrome + min(widths[0], 8) <= options.max_width
+        table.add_column(self.headers[0], justify="left", overflow="fold")
+        for h, w in zip(self.headers[1:], widths[1:]):
+            table.add_column(h, justify="right", **({"width": w, "no_wrap": True} if fits else {"overflow": "fold"}))
+        for row in self.cells:
+            table.add_row(*row)
+        yield table

@@ -13,7 +13,7 @@ import time
 from collections import deque
 from typing import Any, Optional, Sequence
 
-import numpy as np
+from ragcost.cost.stats import percentile
 
 from ragcost.records import UsageRecord
 from ragcost.errors import DependencyError
@@ -45,7 +45,7 @@ class RunningP95:
     def value(self) -> Optional[float]:
         if len(self.samples) < self.min_samples:
             return None
-        return float(np.percentile(np.fromiter(self.samples, float), 95, method="linear"))
+        return percentile(self.samples, 95)
 
 
 def span_attributes(record: UsageRecord, cost_usd: float, model: Optional[str] = None) -> dict[str, Any]:

@@ -74,8 +74,3 @@ def make_judge(kind: str, threshold: float | None = None, qrels: Mapping | None 
 def cost_per_useful(dollars: float, useful: int) -> float | None:
     """Dollars per useful document; ``None`` when nothing useful was delivered (never a division by zero)."""
     return dollars / useful if useful > 0 else None
-
-
-def format_per_useful(value: float | None) -> str:
-    """How reports print it: ``n/a (0 useful)`` rather than infinity or a crash."""
-    return "n/a (0 useful)" if value is None else f"${value:.6g}"

@@ -4,39 +4,29 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Optional
 
-import numpy as np
+from ragcost.cost.aggregate import by_stage_of_calls
+
+_SAMPLES = ("ttft_s", "tpot_s", "e2e_s")
 
 
-def _pct_ms(xs: list[float], q: float) -> Optional[float]:
-    return round(float(np.percentile(xs, q)) * 1000, 3) if xs else None
+def _ms(x: Optional[float]) -> Optional[float]:
+    return None if x is None else round(x * 1000, 3)
 
 
 def timing_summary(calls: Iterable[Any]) -> dict[str, dict[str, Any]]:
     """Per generate stage label: attempts, failures, tokens, and p50/p95 of TTFT, TPOT and e2e (ms).
 
-    ``calls`` are StageCalls; only per-attempt records (those with an ``e2e_s`` note) count.
+    ``calls`` are StageCalls; only per-attempt records (those with an ``e2e_s`` note) count, and
+    only attempts that did not fail give latency samples.
     """
+    attempts = ((c.record, c.cost_usd) for c in calls if "e2e_s" in c.record.notes)
     out: dict[str, dict[str, Any]] = {}
-    for c in calls:
-        r = c.record
-        if "e2e_s" not in r.notes:
-            continue
-        st = out.setdefault(r.stage, {"attempts": 0, "failed": 0, "input_tokens": 0, "cached_input_tokens": None,
-                                      "output_tokens": 0, "_ttft": [], "_tpot": [], "_e2e": []})
-        st["attempts"] += 1
-        st["failed"] += r.failures
-        st["input_tokens"] += r.input_tokens or 0
-        st["output_tokens"] += r.output_tokens or 0
-        if r.cached_input_tokens is not None:
-            st["cached_input_tokens"] = (st["cached_input_tokens"] or 0) + r.cached_input_tokens
-        if r.failures == 0:
-            for key in ("ttft", "tpot", "e2e"):
-                if r.notes.get(f"{key}_s") is not None:
-                    st[f"_{key}"].append(r.notes[f"{key}_s"])
-    for st in out.values():
+    for stage, agg in by_stage_of_calls(attempts, _SAMPLES).items():
+        st: dict[str, Any] = {"attempts": agg.entries, "failed": agg.failures, "input_tokens": agg.input_tokens or 0,
+                              "cached_input_tokens": agg.cached_input_tokens, "output_tokens": agg.output_tokens or 0}
         for key in ("ttft", "tpot", "e2e"):
-            xs = st.pop(f"_{key}")
-            st[f"{key}_p50_ms"], st[f"{key}_p95_ms"] = _pct_ms(xs, 50), _pct_ms(xs, 95)
+            st[f"{key}_p50_ms"], st[f"{key}_p95_ms"] = (_ms(v) for v in agg.sample_percentiles(f"{key}_s", (50, 95)))
+        out[stage] = st
     return out
 
 

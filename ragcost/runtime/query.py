@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-import numpy as np
-
+from ragcost.cost.aggregate import StageAgg, by_stage_of_calls
+from ragcost.cost.stats import percentile
 from ragcost.runtime.pipeline import Pipeline
 from ragcost.runtime.runner import StageCall
 from ragcost.records import QueryState
@@ -14,6 +14,8 @@ from ragcost.records import QueryState
 
 @dataclass
 class StageStats:
+    """One stage's line of a query run, from the shared aggregation (:mod:`ragcost.cost.aggregate`)."""
+
     stage: str
     resource: str
     calls: int = 0
@@ -23,8 +25,13 @@ class StageStats:
     input_tokens: Optional[int] = None
     notes: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def of(cls, agg: StageAgg) -> "StageStats":
+        return cls(agg.stage, agg.resource or "", agg.calls, agg.items, agg.walls, agg.usd, agg.input_tokens, agg.notes)
+
     def pct_ms(self, q: float) -> float:
-        return float(np.percentile(self.seconds, q)) * 1000 if self.seconds else 0.0
+        v = percentile(self.seconds, q)
+        return 0.0 if v is None else v * 1000
 
 
 @dataclass
@@ -40,22 +47,9 @@ class QueryRun:
         return sum(c.cost_usd for c in self.calls) + self.storage_usd
 
     def stage_stats(self) -> list[StageStats]:
-        out: dict[str, StageStats] = {}
-        for c in self.calls:
-            r = c.record
-            st = out.setdefault(r.stage, StageStats(r.stage, r.resource))
-            st.calls += r.calls
-            st.items += r.items
-            st.seconds.append(r.wall_seconds)
-            st.cost_usd += c.cost_usd
-            if r.input_tokens is not None:
-                st.input_tokens = (st.input_tokens or 0) + r.input_tokens
-            for key, val in r.notes.items():
-                if isinstance(val, dict):
-                    agg = st.notes.setdefault(key, {})
-                    for kk, vv in val.items():
-                        agg[kk] = agg.get(kk, 0) + vv
-        return list(out.values())
+        """Per stage, in first-seen order; every call is one latency sample."""
+        aggs = by_stage_of_calls((c.record, c.cost_usd) for c in self.calls)
+        return [StageStats.of(a) for a in aggs.values()]
 
 
 def run_queries(

@@ -58,6 +58,8 @@ class TestErrorsNameFileLineAndField:
         with pytest.raises(ConfigError, match="overlap"):
             load_model(PipelineConfig, p)
 
+    # IndexConfig is plain since the backends describe themselves (tests/index/test_check.py checks
+    # check_config); here: a pipeline that loads a bad index file names that file and the key.
     def test_unknown_index_parameter_lists_known_ones(self, tmp_path):
         p = write(tmp_path, "backend: hnswlib\nkind: hnsw\nbuild: {M: 16, efc: 10}\n", "i.yaml")
         with pytest.raises(ConfigError, match=r"i.yaml:3:\d+: .*build.efc: unknown build parameter .*M, ef_construction"):
@@ -67,6 +69,17 @@ class TestErrorsNameFileLineAndField:
         p = write(tmp_path, "backend: hnswlib\nkind: ivf_pq\n", "i.yaml")
         with pytest.raises(ConfigError, match="i.yaml:2:1: .*hnswlib.*ivf_pq.*backend: faiss"):
             load_index_file(p)
+
+    def test_a_pipeline_naming_a_bad_index_file_says_file_line_and_key(self, tmp_path):
+        write(tmp_path, "backend: hnswlib\nkind: hnsw\nbuild: {M: 16, efc: 10}\n", "i.yaml")
+        p = write(tmp_path, "name: x\nindex: i.yaml\n")
+        with pytest.raises(ConfigError, match=r"i\.yaml:3:\d+: .*build.efc: unknown build parameter .*M, ef_construction"):
+            Pipeline.load(p)
+
+    def test_an_inline_index_kind_the_backend_lacks(self, tmp_path):
+        p = write(tmp_path, "name: x\nindex: {backend: hnswlib, kind: ivf_pq}\n")
+        with pytest.raises(ConfigError, match=rf"^{p}:\d+:\d+: index.kind: .*hnswlib.*ivf_pq.*backend: faiss"):
+            Pipeline.load(p)
 
     def test_empty_file(self, tmp_path):
         p = write(tmp_path, "")
@@ -121,3 +134,33 @@ def test_schema_lists_every_stage_type():
     assert titles == set(stage_registry.names())
     assert "embed" in schema["properties"] and json_schema("index")["properties"]["kind"]
     assert json_schema("pricing")["properties"]["resources"]
+
+
+def _alias_bomb(levels: int = 9, width: int = 9) -> str:
+    """About 500 bytes that expand to width**levels values when the aliases are copied out."""
+    lines = ["a: &a [" + ",".join(['"lol"'] * width) + "]"]
+    names = "abcdefghijklmnop"
+    for prev, cur in zip(names, names[1:levels]):
+        lines.append(f"{cur}: &{cur} [" + ",".join([f"*{prev}"] * width) + "]")
+    return "\n".join(lines) + "\n"
+
+
+class TestYamlAliases:
+    def test_alias_bomb_is_refused_quickly_with_file_line(self, tmp_path):
+        import time
+        from ragcost.config.loader import read_yaml
+
+        p = write(tmp_path, _alias_bomb())
+        t0 = time.perf_counter()
+        with pytest.raises(ConfigError, match=rf"^{p}:\d+:\d+: YAML aliases here expand to more than [\d,]+ values; write the values out"):
+            read_yaml(p)
+        assert time.perf_counter() - t0 < 1.0
+
+    def test_alias_bomb_in_a_pipeline_fails_validation_not_the_machine(self, tmp_path):
+        p = write(tmp_path, "name: x\n" + _alias_bomb(levels=6))  # 9**6 values: old code survives it, and fails
+        with pytest.raises(ConfigError, match="YAML aliases"):
+            load_model(PipelineConfig, p)
+
+    def test_modest_anchors_and_merge_keys_still_load(self):
+        data = parse_yaml("base: &base {size: 2}\nx: *base\ny: {<<: *base, o: 1}\nz: [*base, *base]\n")
+        assert data["x"]["size"] == 2 and data["y"]["o"] == 1 and len(data["z"]) == 2

@@ -98,3 +98,49 @@ class TestRead:
         led.finish_run(a)
         assert next(r for r in led.list_runs() if r["run_id"] == a)["finished_at"] is not None
         led.close()
+
+
+class TestReadOnly:
+    """A report reads the ledger; it never creates a file, a table or a column."""
+
+    def test_read_only_on_a_missing_sqlite_file_does_not_create_it(self, tmp_path):
+        path = tmp_path / "new.db"
+        with pytest.raises(StoreError, match=rf"^no ledger at {path}; run `ragcost query`"):
+            Ledger(f"sqlite:///{path}", read_only=True)
+        assert not path.exists()
+
+    def test_read_only_on_a_store_without_ledger_tables_adds_none(self, tmp_path):
+        path = tmp_path / "store.duckdb"
+        duckdb.connect(str(path)).execute("CREATE TABLE documents (id VARCHAR)").close()
+        url = f"duckdb:///{path}"
+        with pytest.raises(StoreError, match=rf"^no ledger tables in {url}; run `ragcost query` first$"):
+            Ledger(url, read_only=True)
+        con = duckdb.connect(str(path))
+        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        con.close()
+        assert tables == {"documents"}
+
+    def test_read_only_on_an_old_schema_names_the_missing_columns(self, tmp_path):
+        path = tmp_path / "old.duckdb"
+        with Ledger(f"duckdb:///{path}"):
+            pass
+        con = duckdb.connect(str(path))
+        con.execute("CREATE TABLE old_runs AS SELECT run_id, kind, pipeline, started_at FROM rc_ledger_runs")
+        con.execute("DROP TABLE rc_ledger_runs")
+        con.execute("ALTER TABLE old_runs RENAME TO rc_ledger_runs")
+        con.close()
+        with pytest.raises(StoreError, match=r"rc_ledger_runs lacks column\(s\) finished_at, price_book_version, config .*run `ragcost query` once"):
+            Ledger(f"duckdb:///{path}", read_only=True)
+
+    def test_read_only_reads_what_was_written(self, url):
+        with Ledger(url) as led:
+            run = led.start_run("query", "kb", "v")
+            led.record_query(run, {"text": "q"}, _rows())
+        with Ledger(url, read_only=True) as led:
+            qrows, srows = led.read(pipeline="kb")
+        assert len(qrows) >= 1 and len(srows) >= 3
+
+    def test_messages_never_print_the_password(self):
+        with pytest.raises(StoreError) as e:
+            Ledger("postgresql+psycopg://u:s3cret@127.0.0.1:1/none", read_only=True)
+        assert "s3cret" not in str(e.value) and "u:***@" in str(e.value)

@@ -65,6 +65,13 @@ class TestBadBooksAreRejectedWithFileLine:
         with pytest.raises(ConfigError, match=rf"{p}:4:\d+: queries_per_month"):
             load_price_book(p)
 
+    @pytest.mark.parametrize("price", [".inf", "1e400", ".nan", "-.inf"])
+    def test_non_finite_price_is_refused_at_its_line(self, tmp_path, price):
+        p = _write(tmp_path, BOOK_YAML.replace("usd_per_hour: 7.2", f"usd_per_hour: {price}"))
+        line = _line(BOOK_YAML, "usd_per_hour: 7.2")
+        with pytest.raises(ConfigError, match=rf"^{p}:{line}:5: resources\.gpu\.usd_per_hour: .*finite number"):
+            load_price_book(p)
+
 
 class TestUnknownResourceNames:
     def test_lookup_lists_the_known_ones(self, book, book_path):

@@ -136,3 +136,73 @@ class TestSince:
         assert parse_since("2026-11-01", now) == datetime(2026, 11, 1, tzinfo=timezone.utc)
         with pytest.raises(ConfigError, match="--since 'yesterday'"):
             parse_since("yesterday", now)
+
+
+class TestReportIsReadOnly:
+    def test_report_on_a_new_sqlite_url_creates_no_file(self, tmp_path):
+        path = tmp_path / "new.db"
+        with pytest.raises(StoreError, match="no ledger at"):
+            build_report(f"sqlite:///{path}")
+        assert not path.exists()
+
+    def test_report_on_a_store_without_ledger_tables_adds_none(self, tmp_path):
+        import duckdb
+
+        path = tmp_path / "store.duckdb"
+        duckdb.connect(str(path)).execute("CREATE TABLE documents (id VARCHAR)").close()
+        with pytest.raises(StoreError, match="no ledger tables in .*run `ragcost query` first"):
+            build_report(f"duckdb:///{path}")
+        con = duckdb.connect(str(path))
+        assert [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()] == ["documents"]
+        con.close()
+
+
+def _probe_ledger(usd_per_query=1.12003e-05, share_nan=False):
+    """Five stages, cheap ones in the 1e-5..1e-7 range: the shape that lost its exponent at 80 columns."""
+    qs = [_q("q0", useful=1)]
+    costs = {"embed": usd_per_query, "retrieve": 2.5e-07, "rerank": 3.3e-06, "guard": 4.0e-07, "generate": 0.0123}
+    ss = [_s("q0", st, 0.0123 * (i + 1), c, i=1234, o=56) for i, (st, c) in enumerate(costs.items())]
+    return qs, ss
+
+
+def _render(rep, width):
+    from rich.console import Console
+
+    con = Console(record=True, width=width)
+    con.print(to_rich_table(rep))
+    return con.export_text()
+
+
+class TestDollarsKeepTheirValueAtAnyWidth:
+    def test_report_at_80_columns_shows_the_exponent(self):
+        text = _render(aggregate(*_probe_ledger()), 80)
+        assert "…" not in text
+        assert "$1.120e-05" in text and "$2.500e-07" in text
+
+    def test_a_column_uses_one_notation(self):
+        from ragcost.cost.fmt import money_column
+
+        assert money_column([1.12e-05, 0.0123]) == ["$1.120e-05", "$1.230e-02"]
+        assert money_column([0.00123, 0.5, None]) == ["$0.001230", "$0.500000", "n/a"]
+        assert money_column([12.5, 0.0]) == ["$12.50", "$0.00"]
+
+    def test_too_narrow_a_terminal_folds_numbers_rather_than_cutting_them(self):
+        text = _render(aggregate(*_probe_ledger()), 50)
+        assert "…" not in text
+        assert "$1.12" in text and "e-05" in text  # folded onto two lines, every digit kept
+
+
+class TestJsonIsAlwaysJson:
+    def test_non_finite_dollars_become_null_not_infinity(self):
+        qs, ss = _probe_ledger()
+        ss[0]["cost_usd"] = float("inf")  # a ledger written before prices had to be finite
+        out = to_json(aggregate(qs, ss))
+        data = json.loads(out, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+        assert data["totals"]["usd"] is None and data["stages"][0]["usd"] is None
+        assert "NaN" not in out and "Infinity" not in out
+
+    def test_non_finite_share_prints_a_dash_not_nan_percent(self):
+        qs, ss = _probe_ledger()
+        ss[0]["cost_usd"] = float("inf")
+        text = _render(aggregate(qs, ss), 120)
+        assert "nan%" not in text and "$inf" not in text

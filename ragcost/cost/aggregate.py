@@ -1,0 +1,132 @@
+"""The one per-stage aggregation: calls, items, tokens, dollars and latency samples per stage.
+
+It reads two shapes of input that hold the same fields:
+
+- **calls** (:func:`by_stage_of_calls`): a priced :class:`UsageRecord` per stage call, as a run
+  produces them. Counts are the call's own; each call is one latency sample.
+- **ledger rows** (:func:`by_stage_of_rows`): one row per (query, call). Counts are the call's
+  totals, so a row adds its query's share (total / items); ``cost_usd`` is already that share.
+  Rows of one batch call share a ``call_id`` and give one latency sample between them.
+
+A record or row with ``calls == 0`` is not a call (amortised storage): it adds dollars, not latency.
+Tokens stay None until some call reports them, so "the server did not say" is never a 0.
+Percentiles come from :mod:`ragcost.cost.stats`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from ragcost.cost.stats import percentile, percentiles
+from ragcost.records import UsageRecord
+
+TOKEN_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens")
+
+
+@dataclass
+class StageAgg:
+    """One stage's totals over many calls or ledger rows, in first-seen order."""
+
+    stage: str
+    resource: Optional[str] = None
+    entries: int = 0  # records or rows added
+    calls: float = 0
+    items: float = 0
+    retries: float = 0
+    failures: float = 0
+    input_tokens: Optional[float] = None
+    cached_input_tokens: Optional[float] = None
+    output_tokens: Optional[float] = None
+    unknown_cached: int = 0  # entries with input tokens but no cached count (the server did not say)
+    usd: float = 0.0
+    walls: list[float] = field(default_factory=list)  # wall seconds, one per distinct call
+    samples: dict[str, list[float]] = field(default_factory=dict)  # other named latencies (ttft_s ...)
+    notes: dict[str, dict[str, Any]] = field(default_factory=dict)  # counters a stage reported, summed
+    _call_ids: set[str] = field(default_factory=set, repr=False)
+
+    @property
+    def distinct_calls(self) -> int:
+        return len(self.walls)
+
+    def latency(self, qs: Sequence[float] = (50, 95, 99)) -> tuple[Optional[float], ...]:
+        """Percentiles (seconds) of the calls' wall time."""
+        return percentiles(self.walls, qs)
+
+    def sample_percentiles(self, name: str, qs: Sequence[float] = (50, 95)) -> tuple[Optional[float], ...]:
+        """Percentiles of a named sample (:attr:`samples`); all None when it has none."""
+        return percentiles(self.samples.get(name, ()), qs)
+
+    def sample_percentile(self, name: str, q: float) -> Optional[float]:
+        return percentile(self.samples.get(name, ()), q)
+
+    def add(self, e: Mapping[str, Any], share: int = 1) -> None:
+        """Add one entry with ledger-row keys; counts are divided by ``share`` (its query's part)."""
+        def part(x: Any) -> Any:
+            return x if share == 1 else (x or 0) / share
+
+        self.entries += 1
+        if self.resource is None:
+            self.resource = e.get("resource")
+        self.calls += part(e.get("calls") or 0)
+        self.items += part(e.get("items") or 0)
+        self.retries += part(e.get("retries") or 0)
+        self.failures += part(e.get("failures") or 0)
+        for key in TOKEN_FIELDS:
+            if e.get(key) is not None:
+                setattr(self, key, (getattr(self, key) or 0) + part(e[key]))
+        if e.get("cached_input_tokens") is None and e.get("input_tokens") is not None:
+            self.unknown_cached += 1
+        self.usd += float(e.get("cost_usd") or 0.0)
+        if e.get("calls"):
+            self._add_wall(e.get("call_id"), float(e.get("wall_seconds") or 0.0))
+
+    def _add_wall(self, call_id: Optional[str], seconds: float) -> None:
+        if call_id is not None:
+            if call_id in self._call_ids:
+                return
+            self._call_ids.add(call_id)
+        self.walls.append(seconds)
+
+    def add_notes(self, notes: Mapping[str, Any], sample_keys: Sequence[str] = ()) -> None:
+        """Sum a stage's dict-valued counters; keep the named numeric notes as latency samples."""
+        for key, val in notes.items():
+            if isinstance(val, dict):
+                agg = self.notes.setdefault(key, {})
+                for kk, vv in val.items():
+                    agg[kk] = agg.get(kk, 0) + vv
+        for key in sample_keys:
+            self.samples.setdefault(key, [])
+            if notes.get(key) is not None:
+                self.samples[key].append(float(notes[key]))
+
+
+def record_entry(record: UsageRecord, cost_usd: float, call_id: Optional[str] = None) -> dict[str, Any]:
+    """A priced record in ledger-row shape (``call_id`` None: a call of its own)."""
+    return {
+        "stage": record.stage, "resource": record.resource, "wall_seconds": record.wall_seconds,
+        "items": record.items, "calls": record.calls, "retries": record.retries, "failures": record.failures,
+        "input_tokens": record.input_tokens, "cached_input_tokens": record.cached_input_tokens,
+        "output_tokens": record.output_tokens, "cost_usd": cost_usd, "call_id": call_id,
+    }
+
+
+def by_stage_of_calls(calls: Iterable[tuple[UsageRecord, float]], sample_keys: Sequence[str] = ()) -> dict[str, StageAgg]:
+    """Priced records (record, its dollars) summed per stage; each record is one call.
+
+    ``sample_keys`` names notes (e.g. ``ttft_s``) kept as latency samples of the calls that did not fail.
+    """
+    out: dict[str, StageAgg] = {}
+    for record, usd in calls:
+        agg = out.setdefault(record.stage, StageAgg(record.stage))
+        agg.add(record_entry(record, usd))
+        agg.add_notes(record.notes, sample_keys if record.failures == 0 else ())
+    return out
+
+
+def by_stage_of_rows(rows: Iterable[Mapping[str, Any]]) -> dict[str, StageAgg]:
+    """Ledger stage rows summed per stage as per-query shares; one latency sample per ``call_id``."""
+    out: dict[str, StageAgg] = {}
+    for r in rows:
+        out.setdefault(r["stage"], StageAgg(r["stage"])).add(r, share=max(int(r["items"] or 1), 1))
+    return out
