@@ -11,7 +11,8 @@ from ragcost.config.fields import parse_fields
 from ragcost.errors import FilterError
 from ragcost.records import SourceDocument
 from ragcost.store.filters import compile_filter, parse_filter
-from ragcost.store.store import ChunkRecord, DocumentRecord, Store, content_hash
+from ragcost.store import ChunkRecord, DocumentRecord, content_hash
+from ragcost.store.sql import SQLStore as Store
 
 FIELDS = parse_fields({"tenant": "str", "year": "int", "score": "float", "draft": "bool", "tags": "list[str]", "ranks": "list[int]"})
 HOSTILE = ["O'Brien", '"quoted"', "'; DROP TABLE x; --", "100%", "a_b", "ab", "naïve — 数据 🚀", "SELECT * FROM rc_f_documents", "back\\slash"]

@@ -16,7 +16,8 @@ import sqlalchemy as sa
 from ragcost.config.fields import parse_fields
 from ragcost.errors import StoreError
 from ragcost.records import SourceDocument
-from ragcost.store.store import ChunkRecord, DocumentRecord, Store, content_hash
+from ragcost.store import ChunkRecord, DocumentRecord, content_hash
+from ragcost.store.sql import SQLStore as Store
 
 REPO = Path(__file__).resolve().parents[2]
 FIELDS = {"tenant": "str", "year": "int", "tags": "list[str]"}
