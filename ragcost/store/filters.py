@@ -39,6 +39,7 @@ LOGIC_OPS = ("$and", "$or", "$not")
 # id and title live on the documents table; exposing them as str costs nothing and is often wanted.
 BUILTIN_FIELDS = {"id": FieldType("id", "str"), "title": FieldType("title", "str")}
 VALUE_COLUMN = {"str": "v_str", "int": "v_int", "float": "v_float", "bool": "v_bool"}
+SQL_BASE = {"str": sa.Text(), "int": sa.BigInteger(), "float": sa.Double(), "bool": sa.Boolean()}
 MAX_DEPTH = 32  # nested objects and lists; real filters use three or four
 MAX_LIST = 10_000  # values in one $in/$nin/$all: PostgreSQL binds at most 65,535 parameters per query
 MAX_CONDITIONS = 1_000  # field conditions in one filter: each is a term the database plans
@@ -152,7 +153,8 @@ class _Compiler:
             if op not in ("$eq", "$ne"):
                 raise FilterError(f"{op} on field {ft.name!r} needs a {ft.base} value, got null")
             return self.op(ft, "$exists", op == "$ne")
-        val = self.value(ft, arg, op)
+        # a bound parameter, never a literal: SQLAlchemy refuses > and < against a bare True/False
+        val = sa.bindparam(None, self.value(ft, arg, op), type_=SQL_BASE[ft.base])
         if op == "$ne":
             return sa.not_(self.op(ft, "$eq", arg))
         cmp = {"$eq": lambda c: c == val, "$gt": lambda c: c > val, "$gte": lambda c: c >= val,

@@ -34,7 +34,32 @@ field_names = st.sampled_from([*FIELDS, "id", "title", "nope", "$where", "", "te
 operators = st.sampled_from([*FIELD_OPS, "$like", "$regex", "$size", "eq"])
 operator_objects = st.dictionaries(operators, st.one_of(values, st.dictionaries(operators, values, max_size=2)),
                                    min_size=0, max_size=3)
-leaves = st.dictionaries(field_names, st.one_of(values, operator_objects), min_size=1, max_size=3)
+any_leaves = st.dictionaries(field_names, st.one_of(values, operator_objects), min_size=1, max_size=3)
+
+# well-typed conditions, so most examples reach the database rather than stop at validation
+TYPED = {
+    "str": st.one_of(st.text(max_size=8), st.sampled_from(["acme", "globex", "x", "y", "naïve 数据 🚀"])),
+    "int": st.one_of(st.integers(-3, 2030), st.integers(-(2**63), 2**63 - 1), huge_ints),
+    "float": st.one_of(st.floats(-1e6, 1e6), st.floats(allow_nan=True, allow_infinity=True)),
+    "bool": st.booleans(),
+}
+BASE = {"tenant": "str", "id": "str", "title": "str", "year": "int", "ranks": "int", "score": "float",
+        "draft": "bool", "tags": "str"}
+
+
+def _typed_leaf(field: str) -> st.SearchStrategy:
+    v = TYPED[BASE[field]]
+    cond = st.one_of(
+        v, st.builds(lambda op, x: {op: x}, st.sampled_from(["$eq", "$ne", "$gt", "$gte", "$lt", "$lte"]), v),
+        st.builds(lambda op, xs: {op: xs}, st.sampled_from(["$in", "$nin", "$all"]), st.lists(v, max_size=6)),
+        st.builds(lambda x: {"$exists": x}, st.booleans()),
+        st.builds(lambda x: {"$not": {"$gte": x}}, v),
+    )
+    return st.builds(lambda c: {field: c}, cond)
+
+
+typed_leaves = st.sampled_from(sorted(BASE)).flatmap(_typed_leaf)
+leaves = st.one_of(typed_leaves, typed_leaves, typed_leaves, any_leaves)
 
 
 def _combine(children: st.SearchStrategy) -> st.SearchStrategy:
@@ -57,7 +82,7 @@ def _nested(depth: int, inner: dict) -> dict:
 
 
 deep = st.builds(_nested, st.integers(1, 80), leaves)
-filters = st.one_of(expressions, deep, st.builds(json.dumps, expressions), values)
+filters = st.one_of(expressions, expressions, expressions, deep, st.builds(json.dumps, expressions), values)
 
 
 @pytest.fixture(scope="module")
