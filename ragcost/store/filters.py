@@ -16,9 +16,10 @@ where the field is missing, and ``$not`` is a plain boolean negation. On a list 
 comparison (``$gt`` ...) matches when any element satisfies it. Values only ever reach SQL as
 bound parameters.
 
-Limits, each refused with one line: nesting deeper than ``MAX_DEPTH`` (32) objects and lists,
+Limits, each refused with one line: objects nested deeper than ``MAX_DEPTH`` (32),
 more than ``MAX_LIST`` (10,000) values in one ``$in``/``$nin``/``$all``, and more than
-``MAX_CONDITIONS`` (1,000) conditions in one filter. Values a store cannot hold (an int beyond
+``MAX_CONDITIONS`` (1,000) conditions in one filter, of which at most ``MAX_LIST_CONDITIONS`` (200)
+on list fields. Values a store cannot hold (an int beyond
 64 bits, NaN, Infinity, a NUL byte) are refused the same way, naming the field and the value.
 """
 
@@ -43,6 +44,7 @@ SQL_BASE = {"str": sa.Text(), "int": sa.BigInteger(), "float": sa.Double(), "boo
 MAX_DEPTH = 32  # nested objects and lists; real filters use three or four
 MAX_LIST = 10_000  # values in one $in/$nin/$all: PostgreSQL binds at most 65,535 parameters per query
 MAX_CONDITIONS = 1_000  # field conditions in one filter: each is a term the database plans
+MAX_LIST_CONDITIONS = 200  # conditions on list fields: each is a subquery (DuckDB refuses about 500)
 
 
 def parse_filter(value: str | dict | None) -> dict | None:
@@ -63,27 +65,35 @@ def parse_filter(value: str | dict | None) -> dict | None:
     return value or None
 
 
-def check_size(expr: Any) -> None:
-    """Refuse a filter nested deeper than MAX_DEPTH or with more than MAX_CONDITIONS conditions (iterative: no recursion)."""
-    stack, conditions = [(expr, 1)], 0
+def check_size(expr: Any, list_fields: frozenset = frozenset()) -> None:
+    """Refuse a filter too deep or too large to plan (an iterative walk: no recursion, however deep)."""
+    stack, conditions, on_lists = [(expr, 1)], 0, 0
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
             raise FilterError(f"filter nests deeper than {MAX_DEPTH} levels; flatten it (several keys in one object are ANDed)")
         if isinstance(node, dict):
-            conditions += sum(1 for k in node if not (isinstance(k, str) and k in LOGIC_OPS))
+            for k, v in node.items():
+                if isinstance(k, str) and k in LOGIC_OPS:
+                    continue
+                n = max(1, len(v)) if isinstance(v, dict) else 1
+                conditions += n
+                on_lists += n if k in list_fields else 0
             stack.extend((v, depth + 1) for v in node.values())
-        elif isinstance(node, list):
-            stack.extend((v, depth + 1) for v in node if isinstance(v, (dict, list)))
+        elif isinstance(node, list):  # a list is not a level of its own: {"$and": [...]} is one
+            stack.extend((v, depth) for v in node if isinstance(v, (dict, list)))
         if conditions > MAX_CONDITIONS:
             raise FilterError(f"filter has more than {MAX_CONDITIONS} conditions; use $in with a list of values, or split the query")
+        if on_lists > MAX_LIST_CONDITIONS:
+            raise FilterError(f"filter has more than {MAX_LIST_CONDITIONS} conditions on list fields; combine them, "
+                              'e.g. {"tags": {"$in": [...]}} matches any of several values')
 
 
 def compile_filter(expr: dict | None, fields: dict[str, FieldType], docs_table: sa.Table, values_table: sa.Table) -> sa.ColumnElement:
     """A boolean clause over ``docs_table`` (correlated EXISTS on ``values_table`` for list fields)."""
     if not expr:
         return sa.true()
-    check_size(expr)
+    check_size(expr, frozenset(n for n, f in fields.items() if f.is_list))
     return _Compiler({**BUILTIN_FIELDS, **fields}, docs_table, values_table).expr(expr)
 
 
@@ -172,25 +182,29 @@ class _Compiler:
         return sa.and_(col.is_not(None), col.in_(vals))
 
     def _all(self, ft: FieldType, vals: list) -> sa.ColumnElement:
-        """The document's list holds every one of ``vals``: one counting subquery, however many values."""
+        """The document's list holds every one of ``vals``: one grouped subquery, however many values."""
         distinct = list(dict.fromkeys(vals))
         if not distinct:
             return sa.true()
         v = self.values
         col = v.c[VALUE_COLUMN[ft.base]]
-        found = (sa.select(sa.func.count(sa.distinct(col)))
-                 .where(v.c.doc_id == self.docs.c.id, v.c.field == ft.name, col.in_(distinct))
-                 .scalar_subquery())
-        return found == len(distinct)
+        holders = (sa.select(v.c.doc_id).where(v.c.field == ft.name, col.in_(distinct))
+                   .group_by(v.c.doc_id).having(sa.func.count(sa.distinct(col)) == len(distinct)))
+        return self.docs.c.id.in_(holders)
 
     def _any(self, ft: FieldType, cond) -> sa.ColumnElement:
-        """EXISTS a value row of this document and field (satisfying ``cond`` when given)."""
+        """The document has a value of this field (satisfying ``cond`` when given).
+
+        An uncorrelated ``id IN (SELECT doc_id ...)``, not a correlated EXISTS: the database runs
+        each once, so a filter ORing hundreds of list conditions stays fast (and within DuckDB's
+        expression depth). ``id`` is never NULL, so negating it stays two-valued.
+        """
         v = self.values
         col = v.c[VALUE_COLUMN[ft.base]]
-        where = [v.c.doc_id == self.docs.c.id, v.c.field == ft.name]
+        where = [v.c.field == ft.name]
         if cond is not None:
             where.append(cond(col))
-        return sa.exists().where(*where)
+        return self.docs.c.id.in_(sa.select(v.c.doc_id).where(*where))
 
     def value(self, ft: FieldType, x: Any, op: str) -> Any:
         try:

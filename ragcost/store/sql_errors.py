@@ -42,6 +42,9 @@ def database_error(e: BaseException, url: str, doing: str) -> StoreError:
     where = f"store {shown_url(url)}"
     if any(m in low for m in LOCKED):
         return StoreError(held_message(url))
+    if "expression depth" in low or "stack depth limit" in low:
+        return StoreError(f"{where}: {doing}: the filter is too large for the database; combine conditions with "
+                          "$in, or split the query")
     if "0x00" in low and "nul" in low:
         return StoreError(f"{where}: {doing}: a text, title or metadata value holds a NUL (0x00) byte, which "
                           "PostgreSQL cannot store; strip NUL bytes from the source")

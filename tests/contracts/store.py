@@ -219,6 +219,16 @@ class StoreContract:
             store.matching_labels(expr)
         assert len(one_line(info.value)) < 300
 
+    def test_two_hundred_list_conditions_run_and_more_are_one_line_asking_for_in(self, store):
+        store.write([record(f"d{i}", tags=[f"t{i}"]) for i in range(3)])
+        assert doc_ids(store, {"$or": [{"tags": f"t{i}"} for i in range(200)]}) == {"d0", "d1", "d2"}
+        with pytest.raises(FilterError, match=r"more than 200 conditions on list fields; combine them, e\.g\. "
+                                              r'\{"tags": \{"\$in": \[\.\.\.\]\}\}') as info:
+            store.matching_labels({"$or": [{"tags": f"t{i}"} for i in range(201)]})
+        one_line(info.value)
+        with pytest.raises(FilterError, match=r"more than 1000 conditions; use \$in"):
+            store.matching_labels({"$or": [{"tenant": f"t{i}"} for i in range(1001)]})
+
     def test_a_long_hostile_string_value_is_a_plain_value_that_matches_nothing(self, store):
         store.write([record("a", tenant="acme")])
         assert doc_ids(store, {"tenant": "x" * 5000 + "'\n; DROP TABLE x"}) == set()
