@@ -39,7 +39,8 @@ def content_hash(doc: SourceDocument) -> str:
     """sha256 of the document's title, text and metadata as canonical JSON."""
     payload = {"title": doc.title, "text": doc.text, "metadata": doc.metadata}
     canon = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+    # surrogatepass: hashing never fails; a lone surrogate is refused, in one line, when the store writes it
+    return hashlib.sha256(canon.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @runtime_checkable

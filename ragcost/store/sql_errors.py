@@ -45,6 +45,8 @@ def database_error(e: BaseException, url: str, doing: str) -> StoreError:
     if "expression depth" in low or "stack depth limit" in low:
         return StoreError(f"{where}: {doing}: the filter is too large for the database; combine conditions with "
                           "$in, or split the query")
+    if "surrogate" in low:
+        return StoreError(surrogate_message(url, doing))
     if "0x00" in low and "nul" in low:
         return StoreError(f"{where}: {doing}: a text, title or metadata value holds a NUL (0x00) byte, which "
                           "PostgreSQL cannot store; strip NUL bytes from the source")
@@ -59,7 +61,7 @@ def held_message(url: str) -> str:
     except Exception:  # noqa: BLE001
         path = url
     return (f"store {path} is held by another process (an index run): wait for it to finish, or use a "
-            "PostgreSQL store, which allows queries while indexing")
+            "PostgreSQL store, which allows queries while indexing")  # DuckDB allows one writing process
 
 
 @contextlib.contextmanager
@@ -69,3 +71,10 @@ def translated(url: str, doing: str) -> Iterator[None]:
         yield
     except sa.exc.SQLAlchemyError as e:
         raise database_error(e, url, doing) from e
+    except UnicodeEncodeError as e:  # psycopg encodes text to UTF-8 itself, outside SQLAlchemy's wrapping
+        raise StoreError(surrogate_message(url, doing)) from e
+
+
+def surrogate_message(url: str, doing: str) -> str:
+    return (f"store {shown_url(url)}: {doing}: a text holds a lone surrogate (not valid Unicode); "
+            "fix the source's encoding")

@@ -181,6 +181,12 @@ class StoreContract:
         assert "SECRET" not in one_line(info.value)
         assert store.count_documents() == 0
 
+    def test_a_lone_surrogate_in_document_text_is_one_line_and_writes_nothing(self, store):
+        with pytest.raises(StoreError, match="writing 1 documents: a text holds a lone surrogate") as info:
+            store.write([record("a", text="bad \ud800 SECRET")])
+        assert "SECRET" not in one_line(info.value)
+        assert store.count_documents() == 0
+
     @pytest.mark.parametrize("expr, expected", [
         ({"tenant": "acme"}, {"a", "b"}),
         ({"tenant": {"$ne": "acme"}}, {"c", "d"}),

@@ -121,6 +121,17 @@ class TestSQLStoreOnly:
         assert str(info.value) == (f"store {path} is held by another process (an index run): wait for it to finish, "
                                    "or use a PostgreSQL store, which allows queries while indexing")
 
+    def test_a_nul_byte_in_document_text_is_stored_or_refused_in_one_line(self, url):
+        with SQLStore(url, "kb", {}) as s:
+            try:
+                s.write([record("a", text="nul \x00 SECRET")])
+            except StoreError as e:  # PostgreSQL's text cannot hold NUL; DuckDB's can
+                assert url.startswith("postgresql") and "\n" not in str(e) and "SECRET" not in str(e)
+                assert "NUL (0x00) byte, which PostgreSQL cannot store; strip NUL bytes from the source" in str(e)
+                assert s.count_documents() == 0
+            else:
+                assert s.chunks(s.vectors()[0])[0]["text"] == "nul \x00 SECRET #0"
+
     def test_the_old_import_path_still_gives_the_sql_store(self):
         from ragcost.store.store import Store, content_hash  # noqa: F401  (runtime/indexing.py, tests/cli use it)
 
