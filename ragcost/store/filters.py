@@ -41,7 +41,7 @@ LOGIC_OPS = ("$and", "$or", "$not")
 BUILTIN_FIELDS = {"id": FieldType("id", "str"), "title": FieldType("title", "str")}
 VALUE_COLUMN = {"str": "v_str", "int": "v_int", "float": "v_float", "bool": "v_bool"}
 SQL_BASE = {"str": sa.Text(), "int": sa.BigInteger(), "float": sa.Double(), "bool": sa.Boolean()}
-MAX_DEPTH = 32  # nested objects and lists; real filters use three or four
+MAX_DEPTH = 32  # nested objects (a list is not a level); real filters use three or four
 MAX_LIST = 10_000  # values in one $in/$nin/$all: PostgreSQL binds at most 65,535 parameters per query
 MAX_CONDITIONS = 1_000  # field conditions in one filter: each is a term the database plans
 MAX_LIST_CONDITIONS = 200  # conditions on list fields: each is a subquery (DuckDB refuses about 500)
@@ -90,7 +90,7 @@ def check_size(expr: Any, list_fields: frozenset = frozenset()) -> None:
 
 
 def compile_filter(expr: dict | None, fields: dict[str, FieldType], docs_table: sa.Table, values_table: sa.Table) -> sa.ColumnElement:
-    """A boolean clause over ``docs_table`` (correlated EXISTS on ``values_table`` for list fields)."""
+    """A boolean clause over ``docs_table`` (``id IN (SELECT doc_id FROM values_table ...)`` for list fields)."""
     if not expr:
         return sa.true()
     check_size(expr, frozenset(n for n, f in fields.items() if f.is_list))
