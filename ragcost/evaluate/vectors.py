@@ -17,7 +17,6 @@ from time import perf_counter
 from typing import Callable, Optional
 
 import numpy as np
-import sqlalchemy as sa
 
 from ragcost.config.index import IndexConfig
 from ragcost.config.pipeline import SourceConfig
@@ -81,12 +80,10 @@ def embed_corpus(
     summary = run_index(cp, prune=True, progress=progress)
     store = cp.store()
     labels, vectors = store.vectors()
-    c = store.chunks_t.c
-    with store.engine.connect() as conn:
-        rows = conn.execute(sa.select(c.label, c.doc_id).order_by(c.label)).all()
-    doc_ids = sorted({d for _, d in rows})
+    _, chunk_docs = store.chunk_column("doc_id")  # same labels, same (ascending) order
+    doc_ids = sorted(set(chunk_docs))
     pos = {d: i for i, d in enumerate(doc_ids)}
-    doc_of = np.fromiter((pos[d] for _, d in rows), dtype=np.int64, count=len(rows))
+    doc_of = np.fromiter((pos[d] for d in chunk_docs), dtype=np.int64, count=len(chunk_docs))
     return CorpusVectors(labels, vectors, doc_of, doc_ids, summary, cp.config.store_url, cp)
 
 

@@ -1,13 +1,30 @@
 """Document stores: the DocumentStore protocol, chosen by URL scheme; the SQLAlchemy store is the first."""
 
-from ragcost.store.base import DocumentStore, store_registry
+from ragcost.errors import StoreError
+from ragcost.store.base import ChunkRecord, DocumentRecord, DocumentStore, content_hash, store_registry
+from ragcost.store.sql import SQLStore  # noqa: F401  (registers duckdb and postgresql)
+
+EXAMPLE_URL = "duckdb:///.ragcost/kb.duckdb"
+
+
+def scheme_of(url: str) -> str:
+    """The backend name of a store URL (``postgresql+psycopg://`` -> ``postgresql``)."""
+    import sqlalchemy as sa
+
+    try:
+        return sa.engine.make_url(url).get_backend_name()
+    except Exception:  # noqa: BLE001  (any unparsable URL gets the same one-line answer)
+        raise StoreError(f"store URL {url!r} is not a database URL; example: {EXAMPLE_URL}") from None
 
 
 def open_store(url: str, collection: str, fields: dict) -> DocumentStore:
     """The store registered for ``url``'s scheme, opened (tables created or migrated)."""
-    from ragcost.store.store import Store
+    scheme = scheme_of(url)
+    if scheme not in store_registry:
+        raise StoreError(f"store URL {url!r}: no store for scheme {scheme!r}; installed: {store_registry.known()}; "
+                         f"example: {EXAMPLE_URL}")
+    return store_registry.get(scheme)(url, collection, fields).open()
 
-    return Store(url, collection, fields).open()
 
-
-__all__ = ["DocumentStore", "open_store", "store_registry"]
+__all__ = ["ChunkRecord", "DocumentRecord", "DocumentStore", "SQLStore", "content_hash", "open_store", "scheme_of",
+           "store_registry"]

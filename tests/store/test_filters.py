@@ -11,7 +11,8 @@ from ragcost.config.fields import parse_fields
 from ragcost.errors import FilterError
 from ragcost.records import SourceDocument
 from ragcost.store.filters import compile_filter, parse_filter
-from ragcost.store.store import ChunkRecord, DocumentRecord, Store, content_hash
+from ragcost.store import ChunkRecord, DocumentRecord, content_hash
+from ragcost.store.sql import SQLStore as Store
 
 FIELDS = parse_fields({"tenant": "str", "year": "int", "score": "float", "draft": "bool", "tags": "list[str]", "ranks": "list[int]"})
 HOSTILE = ["O'Brien", '"quoted"', "'; DROP TABLE x; --", "100%", "a_b", "ab", "naïve — 数据 🚀", "SELECT * FROM rc_f_documents", "back\\slash"]
@@ -72,6 +73,7 @@ class TestScalarOperators:
         ({"score": {"$lt": 2.0}}, {"a", "b"}),
         ({"draft": True}, {"b"}),
         ({"draft": {"$ne": True}}, {"a", "c", "d", "e"}),
+        ({"draft": {"$gt": False}}, {"b"}),  # a comparison with a bool is a bound value (found by the property test)
         ({"score": {"$exists": True}}, {"a", "b", "c"}),
         ({"score": {"$exists": False}}, {"d", "e"}),
         ({"score": None}, {"d", "e"}),
