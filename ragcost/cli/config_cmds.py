@@ -9,12 +9,19 @@ from typing import Optional
 import typer
 
 
-def validate(pipeline: Path = typer.Argument(..., help="pipeline YAML")) -> None:
+def validate(
+    pipeline: Path = typer.Argument(..., help="pipeline YAML"),
+    deep: bool = typer.Option(False, "--deep", help="also verify the built index's files against their checksums"),
+) -> None:
     """Check a pipeline and the index and price files it names, without running anything."""
     from ragcost.runtime.pipeline import Pipeline
 
     pipe = Pipeline.load(pipeline)
     pipe.check()
+    if deep:
+        from ragcost.index import verify_artifact
+
+        verify_artifact(pipe.config.index_path, deep=True, rebuild_hint=pipe.rebuild_hint())
     ic = pipe.index_config
     stages = ", ".join(["embed"] + [s.type for s in pipe.config.stages])
     from ragcost.cli.text import terminal_safe

@@ -65,7 +65,7 @@ def format_validation_error(err: ValidationError, source: str, data: Any, prefix
     pos = position(data, loc)
     where = f"{source}:{pos[0]}:{pos[1]}" if pos else source
     field = ".".join(str(x) for x in loc) or "(top level)"
-    msg = e["msg"]
+    msg = e["msg"].removeprefix("Value error, ")
     if e["type"] == "extra_forbidden":
         msg = "unknown key; remove it or check its spelling"
     elif e["type"] == "missing":
@@ -109,22 +109,29 @@ def plain(data: Any) -> Any:
     return data
 
 
-def one_line(err: ValidationError, prefix: Sequence[Any] = (), known: Sequence[str] = ()) -> str:
+def first_loc(err: ValidationError) -> tuple:
+    """The location of the problem ``one_line`` reports (union tags dropped), for positioning it."""
+    return tuple(x for x in _pick(err.errors())[0]["loc"] if not _is_union_tag(x))
+
+
+def one_line(err: ValidationError, prefix: Sequence[Any] = (), known: Sequence[str] = (),
+             unknown: str = "unknown key; remove it or check its spelling") -> str:
     """``field.path: message (got value)`` of the first problem, without a file position.
 
     For errors raised inside a model that a caller positions itself (a backend's own params
-    inside a stage's YAML). ``known`` lists the valid keys for an unknown-key error.
+    inside a stage's YAML). ``known`` lists the valid keys for an unknown-key error, which
+    ``unknown`` words (e.g. "unknown build parameter for kind 'hnsw'").
     """
     errors = _pick(err.errors())
     e = errors[0]
     loc = [*prefix, *[x for x in e["loc"] if not _is_union_tag(x)]]
     field = ".".join(str(x) for x in loc) or "(top level)"
     if e["type"] == "extra_forbidden":
-        msg = "unknown key; remove it or check its spelling" + (f" (known: {', '.join(known)})" if known else "")
+        msg = unknown + (f"; known: {', '.join(known)}" if known else "")
     elif e["type"] == "missing":
         msg = "required field is missing; add it"
     else:
-        msg = e["msg"]
+        msg = e["msg"].removeprefix("Value error, ")
         inp = e.get("input")
         if inp is not None and not isinstance(inp, (dict, list)):
             msg = f"{msg} (got {_short_repr(inp)})"

@@ -8,7 +8,7 @@ from typing import Any, Sequence, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ragcost.config.base import format_validation_error, plain, position  # noqa: F401  (re-exported)
+from ragcost.config.base import format_validation_error, plain
 
 from ragcost.errors import ConfigError
 

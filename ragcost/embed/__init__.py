@@ -5,8 +5,8 @@ from ragcost.embed import sentence_transformers as _st  # noqa: F401  (registers
 
 
 def make_embedder(config, base=None) -> Embedder:
-    cls = embedder_registry.get(config.type)
-    return cls(config, base=base) if cls is _st.SentenceTransformersEmbedder else cls(config)
+    """The registered embedder of ``config.type``; ``base`` is the folder relative model paths start from."""
+    return embedder_registry.get(config.type)(config, base=base)
 
 
 __all__ = ["Embedder", "embedder_registry", "fingerprint_dir", "make_embedder"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Optional
 
 import numpy as np
 
@@ -34,8 +34,10 @@ class Embedder(ABC):
 
     name: ClassVar[str]
 
-    def __init__(self, config: EmbedConfig) -> None:
+    def __init__(self, config: EmbedConfig, base: Optional[Path] = None) -> None:
+        """Cheap: nothing loads here. ``base`` is the folder a relative model path is read from."""
         self.config = config
+        self.base = base
 
     def warm_up(self) -> None:
         """Load weights; called once before the first batch."""

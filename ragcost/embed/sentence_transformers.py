@@ -64,7 +64,7 @@ class SentenceTransformersEmbedder(Embedder):
     name = "sentence-transformers"
 
     def __init__(self, config, base: Path | None = None) -> None:
-        super().__init__(config)
+        super().__init__(config, base)
         self.path = resolve_model_path(config.model, base)
         self._model: Any = None
 

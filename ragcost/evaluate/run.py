@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from ragcost.cost.stats import percentiles
 from ragcost.records import UsageRecord
 from ragcost.errors import ConfigError, RagcostError
 from ragcost.index.collapse import DocMap, collapse
@@ -296,7 +297,7 @@ class _Evaluator:
         means, _ = evaluate({q: d[:max(spec.k)] for q, d in ranked.items()}, self.qrels, spec.metric_names())
         r.metrics = {**means, **r.metrics}
         self._price(r, c, index, ranked, search_s, extra_records)
-        r.p50_ms, r.p95_ms, r.p99_ms = (float(x) for x in np.percentile(lat * 1000, [50, 95, 99]))
+        r.p50_ms, r.p95_ms, r.p99_ms = percentiles(lat * 1000)
         nq = len(self.qids)
         r.qps_single = nq / float(lat.sum()) if lat.sum() > 0 else 0.0
         r.qps_batch = nq / batch_s if batch_s > 0 else 0.0

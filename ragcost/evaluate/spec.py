@@ -19,7 +19,8 @@ from pydantic import Field, ValidationError, field_validator
 from ragcost.config.base import Strict
 
 from ragcost.config.index import IndexConfig
-from ragcost.config.loader import format_validation_error, position, read_yaml, validate
+from ragcost.config.base import format_validation_error, position
+from ragcost.config.loader import read_yaml, validate
 from ragcost.index import load_index_file, search_params
 from ragcost.errors import ConfigError
 

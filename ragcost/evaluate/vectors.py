@@ -77,7 +77,9 @@ def embed_corpus(
 ) -> CorpusVectors:
     """Bring the cache store up to date with the dataset's corpus and return its vectors."""
     cp = cache_pipeline(pipe, dataset, cache_dir)
-    summary = run_index(cp, prune=True, progress=progress)
+    # The cache mirrors the dataset: documents gone from it go, even when the read skipped a bad line
+    # (those are reported as warnings of the run).
+    summary = run_index(cp, prune=True, force=True, progress=progress)
     store = cp.store()
     labels, vectors = store.vectors()
     _, chunk_docs = store.chunk_column("doc_id")  # same labels, same (ascending) order

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, NamedTuple, Optional
 import numpy as np
 from pydantic import ValidationError
 
-from ragcost.config.base import Strict, one_line
+from ragcost.config.base import Strict, first_loc, one_line
 from ragcost.config.index import IndexConfig
 from ragcost.errors import ConfigError
 from ragcost.index.params import raised_ef, raised_nprobe
@@ -191,13 +191,9 @@ def _normalised(model: type[Strict], data: dict, where: str, kind: str) -> dict:
     try:
         return model.model_validate(data).model_dump()
     except ValidationError as e:
-        err = e.errors()[0]
-        key = ".".join(str(x) for x in err["loc"])
-        known = ", ".join(model.model_fields) or "none"
-        if err["type"] == "extra_forbidden":
-            raise field_error(f"{where}.{key}: unknown {where} parameter for kind {kind!r}; known: {known}",
-                              (where, *err["loc"])) from None
-        raise field_error(f"{where}.{key}: {err['msg']} (got {err.get('input')!r})", (where, *err["loc"])) from None
+        msg = one_line(e, prefix=(where,), known=list(model.model_fields) or ["none"],
+                       unknown=f"unknown {where} parameter for kind {kind!r}")
+        raise field_error(msg, (where, *first_loc(e))) from None
 
 
 index_registry: Registry[type[VectorIndex]] = Registry("index backend")

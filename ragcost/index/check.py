@@ -44,7 +44,8 @@ def search_params(config: IndexConfig, **overrides: Any) -> Any:
 
 def load_index_file(path: str | Path, precision: Optional[str] = None) -> IndexConfig:
     """An index YAML file, validated and checked against its backend; errors name file:line:col."""
-    from ragcost.config.loader import load_model, position, read_yaml
+    from ragcost.config.base import position
+    from ragcost.config.loader import load_model, read_yaml
 
     config = load_model(IndexConfig, path)
     try:

@@ -149,7 +149,7 @@ def run_index(
     """
     from ragcost.ingest.readers import dedupe, read_source
     from ragcost.store.base import ChunkRecord, DocumentRecord
-    from ragcost.store.store import content_hash
+    from ragcost.store import content_hash
 
     summary = IndexSummary()
     path, reader = _source(pipe, source, reader)

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ragcost.config.index import IndexConfig
-from ragcost.config.loader import position, read_yaml, validate
+from ragcost.config.base import position
+from ragcost.config.loader import read_yaml, validate
 from ragcost.config.pipeline import PipelineConfig, stage_params
 from ragcost.errors import ConfigError
 from ragcost.stages.base import Stage, StageParams

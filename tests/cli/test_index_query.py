@@ -196,7 +196,7 @@ def test_kill_9_midway_then_rerun_leaves_every_document_exactly_once(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "ragcost.cli.main", "index", str(p)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     from ragcost.config.fields import parse_fields
-    from ragcost.store.store import Store
+    from ragcost.store import SQLStore as Store
 
     killed_at = None
     for line in proc.stderr:  # "embedded N/400 documents (committed)"

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ragcost.config.fields import parse_fields
-from ragcost.store.store import Store
+from ragcost.store import SQLStore as Store
 from tests.cli.conftest import DOCS, run_cli, write_corpus, write_pipeline
 
 FIELDS = parse_fields({"tenant": "str", "year": "int", "tags": "list[str]"})

@@ -54,3 +54,22 @@ def test_an_overlap_as_large_as_the_default_size_is_refused(tmp_path):
     pipe = Pipeline.load(write_pipeline(tmp_path, chunking={"overlap": 300}))
     with pytest.raises(ConfigError, match=r"chunking.overlap 300 must be smaller than the chunk size 254"):
         pipe.chunking()
+
+
+def test_validate_deep_rehashes_the_index_files_and_names_a_damaged_one(tmp_path, capsys):
+    import json
+    import os
+
+    write_corpus(tmp_path / "kb.jsonl")
+    p = write_pipeline(tmp_path)
+    assert run_cli(capsys, "index", p)[0] == 0
+    assert run_cli(capsys, "validate", p, "--deep")[0] == 0
+    manifest = json.loads((tmp_path / "index" / "manifest.json").read_text())
+    vec = tmp_path / "index" / manifest["vectors_file"]
+    st = vec.stat()
+    data = bytearray(vec.read_bytes())
+    data[-8:] = b"\x7f" * 8  # same size, same mtime: only a checksum sees it
+    vec.write_bytes(bytes(data))
+    os.utime(vec, ns=(st.st_atime_ns, st.st_mtime_ns))
+    code, _, err = run_cli(capsys, "validate", p, "--deep")
+    assert code == 1 and err.count("\n") == 1 and manifest["vectors_file"] in err and "ragcost index" in err, err

@@ -132,11 +132,6 @@ class TestSQLStoreOnly:
             else:
                 assert s.chunks(s.vectors()[0])[0]["text"] == "nul \x00 SECRET #0"
 
-    def test_the_old_import_path_still_gives_the_sql_store(self):
-        from ragcost.store.store import Store, content_hash  # noqa: F401  (runtime/indexing.py, tests/cli use it)
-
-        assert Store is SQLStore
-
 
 CRASH_WRITER = textwrap.dedent(
     """
