@@ -55,6 +55,13 @@ class UsageRecord:
     bytes: int = 0
     shared_by: Optional[int] = None  # requests that shared this busy time; None = items
     call_id: Optional[str] = None  # records of one busy period share it; None = a call of its own
+    # The share of the busy period this record pays (0..1); None = items / shared_by, as above.
+    # Concurrent generate attempts share their endpoint's busy period in proportion to their duration.
+    busy_share: Optional[float] = None
+    # CPU time the call consumed (process CPU seconds across threads, measured by the runner);
+    # None when not measured. Time-priced CPU resources with ``vcpus`` are charged by it.
+    cpu_seconds: Optional[float] = None
+    tokens_estimated: bool = False  # the token counts were counted or estimated here, not reported by the server
     notes: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -160,6 +167,7 @@ class QueryState:
         self.citations: list[str] = [] if citations is None else citations
         self.notes: dict[str, Any] = {} if notes is None else notes  # per-query facts a stage reports
         self.route: Optional[str] = None
+        self.cache: Optional[dict[str, Any]] = None  # a cache hit: {"tier": exact|semantic, "entry": id, "similarity": x}
         self.usage: list[UsageRecord] = []
         self.outcome = CONTINUED if error is None else FAILED
         self.outcome_stage: Optional[str] = None

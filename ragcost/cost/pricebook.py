@@ -35,6 +35,9 @@ class TimeResource(Strict):
     kind: Literal["time"]
     usd_per_hour: NonNeg
     concurrency: Annotated[int, Field(ge=1)] = 1
+    # A CPU instance's vCPUs (e.g. c7i.large = 2): a CPU stage pays the CPU-seconds it consumed
+    # x $/h / 3600 / vcpus. Without vcpus (a GPU) the resource is priced by busy wall time.
+    vcpus: Optional[Annotated[int, Field(ge=1)]] = None
     source: str
     note: Optional[str] = None
 
