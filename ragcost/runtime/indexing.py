@@ -81,6 +81,7 @@ def _source(pipe: Pipeline, source: Optional[str], reader: Optional[str] = None)
 def _chunker(pipe: Pipeline):
     from ragcost.ingest.chunker import Chunker
 
+    pipe.check_dim()  # before anything is embedded
     size, overlap = pipe.chunking()
     return Chunker(pipe.embedder.tokenizer, size, overlap)
 

@@ -103,12 +103,17 @@ class Pipeline:
     def rebuild_hint(self) -> str:
         return f"run `ragcost index {self.path}` to rebuild"
 
-    def index_fingerprint(self, corpus_revision: str) -> dict[str, Any]:
-        """What makes the index: model bytes, dim, precision, build parameters, corpus revision."""
+    def check_dim(self) -> int:
+        """The index dim, refused when larger than the model's (before anything is embedded)."""
         native = self.embedder.native_dim
         if self.config.embed.dim and self.config.embed.dim > native:
             raise ConfigError(f"{self.loaded.where(['embed', 'dim'])}: embed.dim {self.config.embed.dim} is larger "
                               f"than the model's {native}; use a dim <= {native}")
+        return self.dim
+
+    def index_fingerprint(self, corpus_revision: str) -> dict[str, Any]:
+        """What makes the index: model bytes, dim, precision, build parameters, corpus revision."""
+        self.check_dim()
         return {
             "model": self.config.embed.model,
             "model_fingerprint": self.embedder.fingerprint(),
@@ -153,6 +158,7 @@ class Pipeline:
         self._check_source()
         self._check_store_url()
         self.embedder.warm_up()  # the embed type and model (a local folder or a packaged model)
+        self.check_dim()
         self.chunking()  # the chunk size against the model's window
 
     def _check_source(self) -> None:
