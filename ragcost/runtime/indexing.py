@@ -148,11 +148,30 @@ def run_index(
     ``reader`` overrides source.reader; ``progress(done, total)`` counts chunks; ``force`` lets
     --prune delete even when the read skipped input (otherwise that is refused).
     """
-    from ragcost.ingest.readers import dedupe, read_source
-    from ragcost.store.base import ChunkRecord, DocumentRecord
-    from ragcost.store import content_hash
-
     summary = IndexSummary()
+    docs = _read(pipe, source, reader, summary)
+    store = pipe.store()
+    if prune:
+        _refuse_unsafe_prune(store, docs, summary.report, force)
+    pipe.embedder.warm_up()
+    chunker = _chunker(pipe)
+    _drop_what_another_model_made(pipe, store, chunker, summary)
+    todo = _changed(store, docs, summary)
+    t0 = perf_counter()
+    _embed_and_write(pipe, store, _chunk_batches(todo, chunker), summary, progress)
+    summary.embed_seconds = perf_counter() - t0
+    if prune:
+        gone = sorted(set(store.doc_hashes()) - {d.id for d in docs})
+        if gone:
+            summary.pruned = store.delete(gone)
+    rebuild_index(pipe, summary)
+    return summary
+
+
+def _read(pipe: Pipeline, source: Optional[str], reader: Optional[str], summary: IndexSummary) -> list[SourceDocument]:
+    """The source's documents (one per id, redacted when the pipeline says so); skipped input is reported."""
+    from ragcost.ingest.readers import dedupe, read_source
+
     path, reader = _source(pipe, source, reader)
     report = summary.report
     try:
@@ -169,17 +188,14 @@ def run_index(
     if not docs and report.skipped:
         raise IngestError(f"{path or reader}: no documents read; skipped {len(report.skipped)} input(s): {report.first_skipped()}")
     summary.documents = len(docs)
-    store = pipe.store()
-    if prune:
-        _refuse_unsafe_prune(store, docs, report, force)
-    emb = pipe.embedder
-    emb.warm_up()
-    chunker = _chunker(pipe)
+    return docs
 
-    made_by = {"model": emb.fingerprint(), "chunk_size": chunker.size, "chunk_overlap": chunker.overlap}
+
+def _drop_what_another_model_made(pipe: Pipeline, store, chunker, summary: IndexSummary) -> None:
+    """Chunks and vectors from two models (or two chunkings) must never mix: drop them all, re-embed."""
+    made_by = {"model": pipe.embedder.fingerprint(), "chunk_size": chunker.size, "chunk_overlap": chunker.overlap}
     old = _made_by(store.get_meta(EMBEDDER_META))
     if old is not None and old != made_by:
-        # Chunks and vectors from two models (or two chunkings) must never mix: drop them all, re-embed.
         what = [k for k in made_by if old.get(k) != made_by[k]]
         summary.re_embed_reason = "changed since the last run: " + ", ".join(
             f"{k} {str(old.get(k))[:12]} -> {str(made_by[k])[:12]}" for k in what
@@ -187,6 +203,11 @@ def run_index(
         store.delete(list(store.doc_hashes()))
     if old != made_by:
         store.set_meta(EMBEDDER_META, json.dumps(made_by, sort_keys=True))
+
+
+def _changed(store, docs: list[SourceDocument], summary: IndexSummary) -> list[tuple[SourceDocument, str]]:
+    """(document, content hash) of the documents the store lacks or holds in another version."""
+    from ragcost.store import content_hash
 
     existing = store.doc_hashes()
     todo: list[tuple[SourceDocument, str]] = []
@@ -196,23 +217,26 @@ def run_index(
             summary.unchanged += 1
         else:
             todo.append((d, h))
+    return todo
 
-    t0 = perf_counter()
-    batches = _chunk_batches(todo, chunker)
+
+def _embed_and_write(pipe: Pipeline, store, batches: list, summary: IndexSummary,
+                     progress: Optional[Callable[[int, int], None]]) -> None:
+    """Embed in pieces so progress moves inside a long document; write each batch whole, in one transaction."""
+    from ragcost.store.base import ChunkRecord, DocumentRecord
+
+    emb = pipe.embedder
     total = sum(len(chunks) for part in batches for _, _, chunks in part)
     done = 0
     for part in batches:
         texts = [c.text for _, _, chunks in part for c in chunks]
-        # Embedded in pieces so the bar moves inside a long document; written whole, one transaction per batch.
-        vecs = np.zeros((0, emb.native_dim), np.float32)
         pieces = []
         for k in range(0, len(texts), EMBED_CHUNKS):
             pieces.append(emb.embed(texts[k : k + EMBED_CHUNKS]))
             done += len(pieces[-1])
             if progress and done < total and k + EMBED_CHUNKS < len(texts):
                 progress(done, total)  # the batch's last piece is reported once it is committed
-        if pieces:
-            vecs = np.vstack(pieces)
+        vecs = np.vstack(pieces) if pieces else np.zeros((0, emb.native_dim), np.float32)
         records, j = [], 0
         for d, h, chunks in part:
             crs = []
@@ -225,15 +249,6 @@ def run_index(
         summary.embedded_chunks += len(texts)
         if progress:
             progress(done, total)
-    summary.embed_seconds = perf_counter() - t0
-
-    if prune:
-        gone = sorted(set(store.doc_hashes()) - {d.id for d in docs})
-        if gone:
-            summary.pruned = store.delete(gone)
-
-    rebuild_index(pipe, summary)
-    return summary
 
 
 def rebuild_index(pipe: Pipeline, summary: Optional[IndexSummary] = None) -> IndexSummary:
