@@ -5,8 +5,11 @@ from __future__ import annotations
 import pytest
 
 from ragcost.config.loader import dump_yaml, parse_yaml
+from datetime import date
+
 from ragcost.cost.pricebook import (
-    TimeResource, TokenResource, check_resources, default_price_book_path, load_price_book, parse_price_book,
+    TimeResource, TokenResource, book_age, check_resources, default_price_book_path, load_price_book,
+    parse_price_book, price_date, stale_warning,
 )
 from ragcost.errors import ConfigError
 from tests.cost.conftest import BOOK_YAML
@@ -26,13 +29,23 @@ def _write(tmp_path, text):
 class TestDefaultBook:
     def test_loads_with_version_date_and_sources(self):
         book = load_price_book(default_price_book_path())
-        assert book.version == "2026-11-30.1" and str(book.as_of) == "2026-11-30"
+        assert book.version == "2026-12-01.1" and book.max_age_days == 365
         assert book.resource("openai-text-embedding-3-small").input_per_1m == 0.02
         assert book.resource("openai-text-embedding-3-large").input_per_1m == 0.13
         assert book.resource("cpu").usd_per_hour == 0.08925
         assert all(r.source.strip() for r in book.resources.values())
         assert any(isinstance(r, TokenResource) and r.cached_input_per_1m for r in book.resources.values())
         assert any(isinstance(r, TimeResource) and "gpu" in n for n, r in book.resources.items())
+
+    def test_every_price_has_its_own_date_and_a_named_source(self):
+        book = load_price_book(default_price_book_path())
+        for name, r in book.resources.items():
+            assert r.as_of is not None and r.as_of < book.as_of, name  # taken before the book was revised
+            assert "http" in r.source or "page" in r.source, name
+        # The dates the sources state, not the date the book was compiled.
+        assert price_date(book, "openai-text-embedding-3-small") == date(2024, 1, 25)
+        assert price_date(book, "openai-gpt-4o-mini") == date(2024, 10, 1)
+        assert "date unknown" in book.resource("gpu-h100").note
 
     def test_round_trips_through_yaml(self, book):
         again = parse_price_book(parse_yaml(dump_yaml(book)), "<dump>")
@@ -71,6 +84,62 @@ class TestBadBooksAreRejectedWithFileLine:
         line = _line(BOOK_YAML, "usd_per_hour: 7.2")
         with pytest.raises(ConfigError, match=rf"^{p}:{line}:5: resources\.gpu\.usd_per_hour: .*finite number"):
             load_price_book(p)
+
+
+    def test_empty_source_is_refused_at_its_line(self, tmp_path):
+        text = BOOK_YAML.replace("    source: test\n", '    source: ""\n', 1)
+        p = _write(tmp_path, text)
+        line = _line(text, 'source: ""')
+        with pytest.raises(ConfigError, match=rf"^{p}:{line}:5: resources\.cpu\.source: is empty; name the URL or document"):
+            load_price_book(p)
+
+    def test_blank_source_is_refused_too(self, tmp_path):
+        p = _write(tmp_path, BOOK_YAML.replace("    source: test\n", "    source: '   '\n", 1))
+        with pytest.raises(ConfigError, match=r"resources\.cpu\.source: is empty"):
+            load_price_book(p)
+
+    @pytest.mark.parametrize("when,why", [("2999-01-01", "in the future"), ("1999-12-31", "before 2000-01-01")])
+    def test_a_price_date_in_the_future_or_before_2000_is_refused(self, tmp_path, when, why):
+        text = BOOK_YAML.replace("    usd_per_hour: 0.36\n", f"    usd_per_hour: 0.36\n    as_of: {when}\n")
+        p = _write(tmp_path, text)
+        line = _line(text, f"as_of: {when}")
+        with pytest.raises(ConfigError, match=rf"^{p}:{line}:5: resources\.cpu\.as_of: {when} is {why}; use the date"):
+            load_price_book(p)
+
+    def test_a_book_date_in_the_future_is_refused(self, tmp_path):
+        p = _write(tmp_path, BOOK_YAML.replace("as_of: 2026-11-30", "as_of: 2999-01-01"))
+        with pytest.raises(ConfigError, match=rf"^{p}:2:1: as_of: 2999-01-01 is in the future"):
+            load_price_book(p)
+
+    def test_zero_max_age_is_refused(self, tmp_path):
+        p = _write(tmp_path, BOOK_YAML.replace("currency: USD\n", "currency: USD\nmax_age_days: 0\n"))
+        with pytest.raises(ConfigError, match=rf"^{p}:4:1: max_age_days: .*greater than 0"):
+            load_price_book(p)
+
+
+class TestAge:
+    def test_a_price_without_its_own_date_takes_the_books(self, book):
+        assert price_date(book, "cpu") == date(2026, 11, 30)
+
+    def test_prices_older_than_max_age_are_listed_oldest_first(self, tmp_path):
+        text = BOOK_YAML.replace("    usd_per_hour: 7.2\n", "    usd_per_hour: 7.2\n    as_of: 2024-01-01\n")
+        text = text.replace("    output_per_1m: 2.0\n", "    output_per_1m: 2.0\n    as_of: 2025-06-01\n")
+        book = load_price_book(_write(tmp_path, text))
+        age = book_age(book, today=date(2026, 12, 1))
+        assert age["version"] == "test.1" and age["as_of"] == "2026-11-30" and age["max_age_days"] == 365
+        assert age["oldest_price"] == {"resource": "gpu", "as_of": "2024-01-01", "age_days": 1065}
+        assert [s["resource"] for s in age["stale"]] == ["gpu", "api"]
+        line = stale_warning(age)
+        assert "\n" not in line and "2 price(s)" in line and "gpu (2024-01-01, 1065 days)" in line
+        assert "older than max_age_days 365" in line
+
+    def test_no_warning_when_every_price_is_recent(self, book):
+        age = book_age(book, today=date(2026, 12, 1))
+        assert age["stale"] == [] and stale_warning(age) is None
+
+    def test_the_default_book_is_stale_today_and_says_so(self):
+        age = book_age(load_price_book(default_price_book_path()))
+        assert {s["resource"] for s in age["stale"]} >= {"cpu", "gpu-h100", "openai-gpt-4o-mini"}
 
 
 class TestUnknownResourceNames:
