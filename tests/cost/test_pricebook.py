@@ -9,7 +9,7 @@ from datetime import date
 
 from ragcost.cost.pricebook import (
     TimeResource, TokenResource, book_age, check_resources, default_price_book_path, load_price_book,
-    parse_price_book, price_date, stale_warning,
+    parse_price_book, price_date, stale_warning, today_utc,
 )
 from ragcost.errors import ConfigError
 from tests.cost.conftest import BOOK_YAML
@@ -151,3 +151,50 @@ class TestUnknownResourceNames:
         check_resources(book, {"cpu": "p.yaml:3:5"})
         with pytest.raises(ConfigError, match=r"^pipelines/x\.yaml:12:7: unknown resource 'h100'"):
             check_resources(book, {"cpu": "p.yaml:3:5", "h100": "pipelines/x.yaml:12:7"})
+
+
+class TestReportShowsTheBook:
+    """``ragcost report`` shows the book's version and age, and warns about stale prices."""
+
+    @pytest.fixture
+    def ledger_url(self, tmp_path):
+        from ragcost.cost.ledger import Ledger
+
+        url = f"duckdb:///{tmp_path}/l.duckdb"
+        with Ledger(url) as led:
+            run = led.start_run("query", "kb", "test.1")
+            led.record_query(run, {"query_id": "q1", "ok": True, "useful": 1, "retrieved": 3},
+                             [{"stage": "embed", "resource": "cpu", "wall_seconds": 0.01, "cost_usd": 0.001}])
+        return url
+
+    def _report(self, capsys, *args):
+        import json
+
+        from ragcost.cli.main import main
+
+        code = main(["report", *[str(a) for a in args]])
+        out, err = capsys.readouterr()
+        return code, (json.loads(out) if "--json" in args else out), err
+
+    def test_json_has_version_age_and_no_warning_for_a_recent_book(self, capsys, ledger_url, book_path):
+        code, data, err = self._report(capsys, "--ledger", ledger_url, "--json", "--pricing", book_path)
+        assert code == 0, err
+        pb = data["price_book"]
+        assert pb["version"] == "test.1" and pb["as_of"] == "2026-11-30" and pb["max_age_days"] == 365
+        assert pb["oldest_price"]["age_days"] == (today_utc() - date(2026, 11, 30)).days
+        assert pb["ledger_versions"] == ["test.1"] and pb["stale"] == [] and pb["warnings"] == []
+
+    def test_a_stale_price_warns_in_json_and_on_the_terminal(self, capsys, ledger_url, tmp_path):
+        text = BOOK_YAML.replace("    usd_per_hour: 7.2\n", "    usd_per_hour: 7.2\n    as_of: 2024-01-01\n")
+        p = _write(tmp_path, text)
+        code, data, _ = self._report(capsys, "--ledger", ledger_url, "--json", "--pricing", p)
+        assert code == 0 and [s["resource"] for s in data["price_book"]["stale"]] == ["gpu"]
+        assert len(data["price_book"]["warnings"]) == 1 and "gpu (2024-01-01" in data["price_book"]["warnings"][0]
+        code, out, err = self._report(capsys, "--ledger", ledger_url, "--pricing", p)
+        assert code == 0 and "version test.1" in out and "oldest price gpu as of 2024-01-01" in out
+        assert err.count("\n") == 1 and err.startswith("warning: 1 price(s)") and "older than max_age_days 365" in err
+
+    def test_a_ledger_priced_with_another_version_is_said(self, capsys, ledger_url):
+        code, data, _ = self._report(capsys, "--ledger", ledger_url, "--json")  # the default book
+        assert code == 0 and data["price_book"]["version"] == "2026-12-01.1"
+        assert any("priced with price book version(s) test.1" in w for w in data["price_book"]["warnings"])
