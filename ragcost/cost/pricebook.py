@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import AfterValidator, Field
 
-from ragcost.config.base import Strict
+from ragcost.config.base import Strict, position
 from ragcost.config.loader import read_yaml, validate
 from ragcost.errors import ConfigError
 
@@ -177,6 +177,12 @@ def parse_price_book(data: Any, source: str) -> PriceBook:
         raise ConfigError(f"{source}: the price book is empty; see pricing/default.yaml for an example")
     book = validate(PriceBook, data, source)
     book._name = source
+    for name, res in book.resources.items():
+        if res.as_of is not None and res.as_of > book.as_of:
+            pos = position(data, ["resources", name, "as_of"])
+            where = f"{source}:{pos[0]}:{pos[1]}" if pos else source
+            raise ConfigError(f"{where}: resources.{name}.as_of: {res.as_of} is after the book's as_of {book.as_of}; "
+                              f"a price cannot be newer than the book that lists it: update the book's as_of and version")
     return book
 
 

@@ -106,6 +106,13 @@ class TestBadBooksAreRejectedWithFileLine:
         with pytest.raises(ConfigError, match=rf"^{p}:{line}:5: resources\.cpu\.as_of: {when} is {why}; use the date"):
             load_price_book(p)
 
+    def test_a_price_newer_than_its_book_is_refused_at_its_line(self, tmp_path):
+        text = BOOK_YAML.replace("    usd_per_hour: 0.36\n", "    usd_per_hour: 0.36\n    as_of: 2026-12-01\n")
+        p = _write(tmp_path, text)
+        line = _line(text, "as_of: 2026-12-01")
+        with pytest.raises(ConfigError, match=rf"^{p}:{line}:5: resources\.cpu\.as_of: 2026-12-01 is after the book's as_of 2026-11-30"):
+            load_price_book(p)
+
     def test_a_book_date_in_the_future_is_refused(self, tmp_path):
         p = _write(tmp_path, BOOK_YAML.replace("as_of: 2026-11-30", "as_of: 2999-01-01"))
         with pytest.raises(ConfigError, match=rf"^{p}:2:1: as_of: 2999-01-01 is in the future"):
