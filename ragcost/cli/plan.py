@@ -1,12 +1,16 @@
 """``ragcost plan``: KV cache, sequences per GPU, index RAM, $ per 1M tokens, on-prem payback; inputs beside results.
 
 GB in options means 10**9 bytes (nvidia-smi's MiB x 1.048576 / 1000); results print bytes, binary and decimal units.
+Every number is checked against its range before anything is computed: an out-of-range value is
+exit 2 and one line naming the option, the value and the range. 0 is allowed only where it means
+free (a price, power, electricity).
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import typer
 
@@ -14,79 +18,174 @@ from ragcost.cost import plan as P
 from ragcost.errors import ConfigError
 
 GB = 1e9
+MEM_UTILIZATION = 0.9  # vLLM's gpu_memory_utilization default
+BUSY = 1.0
+
+
+def _range(lo: float, hi: float, lo_open: bool = False) -> Callable[[Any], Any]:
+    """A typer callback refusing a value outside [lo, hi] (or (lo, hi]), NaN and infinity with one line."""
+    allowed = f"{'(' if lo_open else '['}{P.num(lo)}, {P.num(hi)}]"
+
+    def check(value: Any) -> Any:
+        if value is None:
+            return value
+        bad = not math.isfinite(value) or value > hi or (value <= lo if lo_open else value < lo)
+        if bad:
+            raise typer.BadParameter(f"{value!r} is out of range; allowed {allowed}")
+        return value
+
+    return check
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value is not None and value not in options:
+            raise typer.BadParameter(f"{value!r} is not one of {', '.join(options)}")
+        return value
+
+    return check
+
+
+def _split_utilization(value: Optional[float]) -> None:
+    if value is not None:
+        raise typer.BadParameter("was split in two: use --mem-utilization (share of GPU memory, default 0.9) "
+                                 "and --busy (share of the time the GPU is busy, default 1.0)")
 
 
 def plan(
     model_config: Optional[Path] = typer.Option(None, "--model-config", help="A model's config.json (or its folder)."),
-    layers: Optional[int] = typer.Option(None, "--layers", help="num_hidden_layers (overrides the config)."),
-    kv_heads: Optional[int] = typer.Option(None, "--kv-heads", help="num_key_value_heads (overrides the config)."),
-    head_dim: Optional[int] = typer.Option(None, "--head-dim", help="head_dim (overrides the config)."),
+    layers: Optional[int] = typer.Option(None, "--layers", callback=_range(1, 10_000), help="num_hidden_layers (overrides the config), 1..10,000."),
+    kv_heads: Optional[int] = typer.Option(None, "--kv-heads", callback=_range(1, 10_000), help="num_key_value_heads (overrides the config), 1..10,000."),
+    head_dim: Optional[int] = typer.Option(None, "--head-dim", callback=_range(1, 65_536), help="head_dim (overrides the config), 1..65,536."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="KV/weights dtype: float16, bfloat16, float32, fp8, int8..."),
-    gpu_mem_gb: Optional[float] = typer.Option(None, "--gpu-mem-gb", help="GPU memory, GB (1e9 bytes)."),
-    weights_gb: Optional[float] = typer.Option(None, "--weights-gb", help="Model weights, GB."),
-    params_b: Optional[float] = typer.Option(None, "--params-b", help="Parameters, billions (weights = params x dtype bytes)."),
-    context: Optional[int] = typer.Option(None, "--context", help="Tokens per sequence (prompt + output)."),
-    utilization: float = typer.Option(0.9, "--utilization", help="Fraction of GPU memory (vLLM gpu_memory_utilization) / of time busy."),
-    chunks: Optional[int] = typer.Option(None, "--chunks", help="Vectors in the index."),
-    dim: Optional[int] = typer.Option(None, "--dim", help="Embedding dimension."),
-    precision: str = typer.Option("float32", "--precision", help="float32, float16, int8 or binary."),
-    kind: str = typer.Option("flat", "--kind", help="flat, hnsw, ivf_flat or ivf_pq."),
-    m: int = typer.Option(16, "--M", help="HNSW M."),
-    pq_m: Optional[int] = typer.Option(None, "--pq-m", help="IVF-PQ sub-quantizers."),
-    nbits: int = typer.Option(8, "--nbits", help="IVF-PQ bits per code."),
-    gpu_usd_per_hour: Optional[float] = typer.Option(None, "--gpu-usd-per-hour", help="Cloud GPU $/h."),
-    tokens_per_second: Optional[float] = typer.Option(None, "--tokens-per-second", help="Measured or expected throughput while busy."),
-    purchase_usd: Optional[float] = typer.Option(None, "--purchase-usd", help="On-prem GPU purchase price."),
-    power_kw: Optional[float] = typer.Option(None, "--power-kw", help="On-prem power draw while busy, kW."),
-    usd_per_kwh: Optional[float] = typer.Option(None, "--usd-per-kwh", help="Electricity price."),
+    gpu_mem_gb: Optional[float] = typer.Option(None, "--gpu-mem-gb", callback=_range(0, 1e6, lo_open=True), help="GPU memory, GB (1e9 bytes), > 0."),
+    weights_gb: Optional[float] = typer.Option(None, "--weights-gb", callback=_range(0, 1e7, lo_open=True), help="Model weights, GB, > 0."),
+    params_b: Optional[float] = typer.Option(None, "--params-b", callback=_range(0, 1e6, lo_open=True), help="Parameters, billions (weights = params x dtype bytes), > 0."),
+    context: Optional[int] = typer.Option(None, "--context", callback=_range(1, 1e9), help="Tokens per sequence (prompt + output), >= 1."),
+    mem_utilization: float = typer.Option(MEM_UTILIZATION, "--mem-utilization", callback=_range(0, 1, lo_open=True), help="Share of GPU memory vLLM may use (gpu_memory_utilization), (0, 1]."),
+    busy: float = typer.Option(BUSY, "--busy", callback=_range(0, 1, lo_open=True), help="Share of the time the GPU is busy, for $/1M tokens and payback, (0, 1]."),
+    utilization: Optional[float] = typer.Option(None, "--utilization", hidden=True, callback=_split_utilization),
+    chunks: Optional[int] = typer.Option(None, "--chunks", callback=_range(1, 1e13), help="Vectors in the index, >= 1."),
+    dim: Optional[int] = typer.Option(None, "--dim", callback=_range(1, 1_000_000), help="Embedding dimension, >= 1."),
+    precision: str = typer.Option("float32", "--precision", callback=_choice(tuple(P.PRECISION_BYTES)), help="float32, float16, int8 or binary."),
+    kind: str = typer.Option("flat", "--kind", callback=_choice(P.INDEX_KINDS), help="flat, hnsw, ivf_flat or ivf_pq."),
+    m: int = typer.Option(16, "--M", callback=_range(2, 1024), help="HNSW M, 2..1,024."),
+    pq_m: Optional[int] = typer.Option(None, "--pq-m", callback=_range(1, 1_000_000), help="IVF-PQ sub-quantizers; must divide --dim."),
+    nbits: int = typer.Option(8, "--nbits", callback=_range(1, 16), help="IVF-PQ bits per code, 1..16."),
+    gpu_usd_per_hour: Optional[float] = typer.Option(None, "--gpu-usd-per-hour", callback=_range(0, 1e6), help="Cloud GPU $/h; 0 = free."),
+    tokens_per_second: Optional[float] = typer.Option(None, "--tokens-per-second", callback=_range(0, 1e12, lo_open=True), help="Measured or expected throughput while busy, > 0."),
+    purchase_usd: Optional[float] = typer.Option(None, "--purchase-usd", callback=_range(0, 1e12), help="On-prem GPU purchase price; 0 = free."),
+    power_kw: Optional[float] = typer.Option(None, "--power-kw", callback=_range(0, 1e6), help="On-prem power draw while busy, kW; 0 = free."),
+    usd_per_kwh: Optional[float] = typer.Option(None, "--usd-per-kwh", callback=_range(0, 1e3), help="Electricity price; 0 = free."),
 ) -> None:
     """Capacity and cost arithmetic for a model, a GPU and an index, printing every input beside its result."""
     from rich.console import Console
 
+    if pq_m is not None and dim is not None and dim % pq_m:
+        raise typer.BadParameter(f"{pq_m} does not divide --dim {dim}; use a divisor of {dim}, e.g. {_divisor(dim)}",
+                                 param_hint="'--pq-m'")
+    _require_pairs(chunks=chunks, dim=dim, tokens_per_second=tokens_per_second, gpu_usd_per_hour=gpu_usd_per_hour,
+                   purchase_usd=purchase_usd, power_kw=power_kw, usd_per_kwh=usd_per_kwh)
     out: list[tuple[str, str, str]] = []  # (what, result, inputs)
+    out += _kv_lines(model_config, layers, kv_heads, head_dim, dtype, gpu_mem_gb, weights_gb, params_b, context,
+                     mem_utilization)
+    if chunks is not None and dim is not None:
+        out.append(_index_line(chunks, dim, precision, kind, m, pq_m, nbits))
+    if gpu_usd_per_hour is not None and tokens_per_second is not None:
+        u = P.usd_per_million_tokens(gpu_usd_per_hour, tokens_per_second, busy)
+        out.append(("$ per 1M tokens", f"${P.num(u)}",
+                    f"${P.num(gpu_usd_per_hour)}/h, {P.num(tokens_per_second)} tokens/s, busy {P.num(busy)} of the time"))
+    if purchase_usd is not None and gpu_usd_per_hour is not None:
+        out.append(_payback_line(purchase_usd, gpu_usd_per_hour, power_kw, usd_per_kwh, busy))
+    if not out:
+        raise ConfigError(
+            "nothing to plan: give --model-config or --layers/--kv-heads/--head-dim (KV cache), with --gpu-mem-gb "
+            "--context --weights-gb|--params-b (sequences), --chunks --dim (index RAM), --gpu-usd-per-hour "
+            "--tokens-per-second ($/1M tokens), --purchase-usd --power-kw --usd-per-kwh (payback)")
+    from rich.markup import escape
+
+    console = Console(soft_wrap=True)
+    for what, result, inputs in out:
+        console.print(f"[bold]{what}[/bold]: {escape(result)}    [dim]<- {escape(inputs)}[/dim]", highlight=False)
+
+
+def _divisor(dim: int) -> int:
+    return next((d for d in (dim // 8, dim // 4, dim // 2, 1) if d and dim % d == 0), 1)
+
+
+def _require_pairs(**given: Any) -> None:
+    """An option whose partner is missing would print nothing for it: say which partner to add."""
+    groups = [(("chunks", "dim"), "index RAM"), (("tokens_per_second", "gpu_usd_per_hour"), "$ per 1M tokens"),
+              (("purchase_usd", "power_kw", "usd_per_kwh", "gpu_usd_per_hour"), "on-prem payback")]
+    for names, what in groups:
+        present = [n for n in names if given[n] is not None]
+        if names[-1] == "gpu_usd_per_hour" and present == ["gpu_usd_per_hour"]:
+            if given["tokens_per_second"] is None:
+                raise ConfigError("--gpu-usd-per-hour needs --tokens-per-second ($ per 1M tokens) or --purchase-usd "
+                                  "--power-kw --usd-per-kwh (on-prem payback)")
+            continue  # the GPU price alone serves $ per 1M tokens
+        if present and len(present) < len(names):
+            missing = ", ".join("--" + n.replace("_", "-") for n in names if given[n] is None)
+            raise ConfigError(f"{what} needs {missing} as well (given: "
+                              f"{', '.join('--' + n.replace('_', '-') for n in present)})")
+
+
+def _kv_lines(model_config: Optional[Path], layers: Optional[int], kv_heads: Optional[int], head_dim: Optional[int],
+              dtype: Optional[str], gpu_mem_gb: Optional[float], weights_gb: Optional[float], params_b: Optional[float],
+              context: Optional[int], mem_utilization: float) -> list[tuple[str, str, str]]:
     shape: dict = P.model_shape_from_config(model_config) if model_config else {}
     for key, val in (("layers", layers), ("kv_heads", kv_heads), ("head_dim", head_dim), ("dtype", dtype)):
         if val is not None:
             shape[key] = val
     shape.setdefault("dtype", "float16")
     bpv = P.dtype_bytes(shape["dtype"])
-    kv = None
-    if all(k in shape for k in ("layers", "kv_heads", "head_dim")):
-        kv = P.kv_bytes_per_token(shape["layers"], shape["kv_heads"], shape["head_dim"], bpv)
-        src = f" from {model_config}" if model_config else ""
-        out.append(("KV cache per token", P.human_bytes(kv),
-                    f"2 x layers {shape['layers']} x kv_heads {shape['kv_heads']} x head_dim {shape['head_dim']} "
-                    f"x {shape['dtype']} {bpv:g} B{src}"))
-        if context:
-            out.append(("KV cache per sequence", P.human_bytes(kv * context), f"context {context:,} tokens"))
-    if gpu_mem_gb and context and kv is not None:
-        if weights_gb is None and params_b is None:
-            raise ConfigError("sequences per GPU need the weights: give --weights-gb or --params-b")
-        weights = weights_gb * GB if weights_gb is not None else params_b * 1e9 * bpv
-        wsrc = f"weights {weights_gb:g} GB" if weights_gb is not None else f"{params_b:g}B params x {bpv:g} B"
-        n = P.sequences_that_fit(gpu_mem_gb * GB, weights, kv, context, utilization)
-        out.append(("Sequences that fit", f"{n:,}",
-                    f"GPU {gpu_mem_gb:g} GB x utilization {utilization:g} - {wsrc} ({P.human_bytes(weights)}), "
-                    f"context {context:,}; activations not counted"))
-    if chunks and dim:
-        ram = P.index_ram_bytes(chunks, dim, precision, kind, M=m, pq_m=pq_m, nbits=nbits)
-        extra = {"hnsw": f", M {m}", "ivf_pq": f", pq_m {pq_m}, nbits {nbits}"}.get(kind, "")
-        out.append(("Index RAM", P.human_bytes(ram), f"{chunks:,} chunks x dim {dim} x {precision}, {kind}{extra}"))
-    if gpu_usd_per_hour and tokens_per_second:
-        u = P.usd_per_million_tokens(gpu_usd_per_hour, tokens_per_second, utilization)
-        out.append(("$ per 1M tokens", f"${u:,.4f}",
-                    f"${gpu_usd_per_hour:g}/h, {tokens_per_second:,g} tokens/s, busy {utilization:g} of the time"))
-    if purchase_usd is not None and gpu_usd_per_hour and power_kw is not None and usd_per_kwh is not None:
-        months = P.payback_months(purchase_usd, gpu_usd_per_hour, power_kw, usd_per_kwh, utilization)
-        res = "never (power costs more than the cloud)" if months is None else f"{months:,.1f} months"
-        out.append(("On-prem payback", res,
-                    f"${purchase_usd:,.0f} purchase vs cloud ${gpu_usd_per_hour:g}/h; {power_kw:g} kW x "
-                    f"${usd_per_kwh:g}/kWh; busy {utilization:g} of 730 h/month"))
-    if not out:
-        raise ConfigError(
-            "nothing to plan: give --model-config or --layers/--kv-heads/--head-dim (KV cache), with --gpu-mem-gb "
-            "--context --weights-gb|--params-b (sequences), --chunks --dim (index RAM), --gpu-usd-per-hour "
-            "--tokens-per-second ($/1M tokens), --purchase-usd --power-kw --usd-per-kwh (payback)")
-    console = Console(soft_wrap=True)
-    for what, result, inputs in out:
-        console.print(f"[bold]{what}[/bold]: {result}    [dim]<- {inputs}[/dim]", highlight=False)
+    have_shape = all(k in shape for k in ("layers", "kv_heads", "head_dim"))
+    if not have_shape:
+        given = [o for o, v in (("--layers", layers), ("--kv-heads", kv_heads), ("--head-dim", head_dim),
+                                ("--gpu-mem-gb", gpu_mem_gb), ("--context", context)) if v is not None]
+        if given:
+            raise ConfigError(f"the KV cache needs --layers, --kv-heads and --head-dim (or --model-config); "
+                              f"given only {', '.join(given)}")
+        return []
+    kv = P.kv_bytes_per_token(shape["layers"], shape["kv_heads"], shape["head_dim"], bpv)
+    src = f" from {model_config}" if model_config else ""
+    out = [("KV cache per token", P.human_bytes(kv),
+            f"2 x layers {shape['layers']} x kv_heads {shape['kv_heads']} x head_dim {shape['head_dim']} "
+            f"x {shape['dtype']} {P.num(bpv)} B{src}")]
+    if context is not None:
+        out.append(("KV cache per sequence", P.human_bytes(kv * context), f"context {P.num(context)} tokens"))
+    if gpu_mem_gb is None:
+        return out
+    if context is None:
+        raise ConfigError("sequences per GPU need --context (tokens per sequence) with --gpu-mem-gb")
+    if weights_gb is None and params_b is None:
+        raise ConfigError("sequences per GPU need the weights: give --weights-gb or --params-b")
+    weights = weights_gb * GB if weights_gb is not None else params_b * 1e9 * bpv
+    wsrc = f"weights {P.num(weights_gb)} GB" if weights_gb is not None else f"{P.num(params_b)}B params x {P.num(bpv)} B"
+    n = P.sequences_that_fit(gpu_mem_gb * GB, weights, kv, context, mem_utilization)
+    out.append(("Sequences that fit", P.num(n),
+                f"GPU {P.num(gpu_mem_gb)} GB x mem-utilization {P.num(mem_utilization)} - {wsrc} "
+                f"({P.human_bytes(weights)}), context {P.num(context)}; activations not counted"))
+    return out
+
+
+def _index_line(chunks: int, dim: int, precision: str, kind: str, m: int, pq_m: Optional[int],
+                nbits: int) -> tuple[str, str, str]:
+    ram, own = P.index_ram_bytes(chunks, dim, precision, kind, M=m, pq_m=pq_m, nbits=nbits)
+    extra = {"hnsw": f", M {m}", "ivf_pq": f", pq_m {P.num(pq_m or 0)}, nbits {nbits}"}.get(kind, "")
+    copy = ram - own
+    copy_note = f" + exact-scan copy {P.num(copy)} B (float32)" if copy else ""
+    return ("Index RAM", P.human_bytes(ram),
+            f"{P.num(chunks)} chunks x dim {dim} x {precision}, {kind}{extra}: index {P.num(own)} B{copy_note}, "
+            f"by the storage formula query and eval charge")
+
+
+def _payback_line(purchase_usd: float, gpu_usd_per_hour: float, power_kw: Optional[float],
+                  usd_per_kwh: Optional[float], busy: float) -> tuple[str, str, str]:
+    inputs = (f"${P.num(purchase_usd)} purchase vs cloud ${P.num(gpu_usd_per_hour)}/h; {P.num(power_kw or 0)} kW x "
+              f"${P.num(usd_per_kwh or 0)}/kWh; busy {P.num(busy)} of 730 h/month")
+    if gpu_usd_per_hour == 0:
+        return ("On-prem payback", "n/a, the GPU is free", inputs)
+    months = P.payback_months(purchase_usd, gpu_usd_per_hour, power_kw or 0.0, usd_per_kwh or 0.0, busy)
+    res = "never (power costs as much as the cloud or more)" if months is None else f"{P.num(months)} months"
+    return ("On-prem payback", res, inputs)

@@ -41,29 +41,33 @@ def report(
     pipeline: Optional[str] = typer.Option(None, "--pipeline", help="Only this pipeline's runs (its name)."),
     json_: bool = typer.Option(False, "--json", help="Print JSON."),
     csv_: bool = typer.Option(False, "--csv", help="Print CSV: one row per stage and a (total) row."),
+    pricing: Optional[Path] = typer.Option(None, "--pricing", help="Price book whose version and age to show (default: the pipeline's, else pricing/default.yaml)."),
 ) -> None:
     """Per stage p50/p95/p99, calls, tokens and $ per query; $ per 1k queries, per success, per useful document."""
     from ragcost.cost.report import build_report, to_csv, to_json, to_rich_table
 
     if json_ and csv_:
         raise ConfigError("--json and --csv are exclusive; pick one")
+    book_path = pricing
     if pipeline_file is not None:
         from ragcost.runtime.pipeline import Pipeline
 
         pipe = Pipeline.load(pipeline_file)
         ledger = ledger or pipe.config.store_url
         pipeline = pipeline or pipe.config.name
+        book_path = book_path or pipe.price_book_path
     ledger = ledger or DEFAULT_URL
     start = parse_since(since)
     _require_ledger(ledger)
     rep = build_report(ledger, start, pipeline)
+    book = price_book_summary(book_path, ledger, pipeline)
     if json_:
         import json
 
         from ragcost.cli.text import dumps
 
         # Re-dumped so NaN/inf (a zero-query ratio, an infinite price) come out as null: valid JSON.
-        typer.echo(dumps(json.loads(to_json(rep))))
+        typer.echo(dumps({**json.loads(to_json(rep)), "price_book": book}))
     elif csv_:
         typer.echo(to_csv(rep), nl=False)
     else:
@@ -71,8 +75,39 @@ def report(
 
         if not rep.totals.queries:
             typer.echo("no queries in the ledger for this selection")
-            return
-        Console(soft_wrap=True).print(to_rich_table(rep))
+        else:
+            Console(soft_wrap=True).print(to_rich_table(rep))
+        typer.echo(_book_line(book))
+        for warning in book["warnings"]:
+            typer.echo(warning, err=True)
+    # --json carries the warnings in price_book.warnings; --csv stays rows only (use --json for the book).
+
+
+def price_book_summary(path: Optional[Path], ledger: str, pipeline: Optional[str]) -> dict:
+    """The book's version, dates and stale prices, the versions the ledger's runs were priced with, and warnings."""
+    from ragcost.cli.text import terminal_safe
+    from ragcost.cost.ledger import Ledger
+    from ragcost.cost.pricebook import book_age, default_price_book_path, load_price_book, stale_warning
+
+    book = load_price_book(path or default_price_book_path())
+    age = book_age(book)
+    led = Ledger(ledger, read_only=True)
+    try:
+        runs = [r for r in led.list_runs() if pipeline is None or r["pipeline"] == pipeline]
+    finally:
+        led.close()
+    versions = sorted({str(r["price_book_version"]) for r in runs if r["price_book_version"] is not None})
+    warnings = [w for w in [stale_warning(age)] if w]
+    if versions and versions != [book.version]:
+        warnings.append(f"warning: the ledger's runs were priced with price book version(s) "
+                        f"{', '.join(terminal_safe(v, one_line=True) for v in versions)}; {age['name']} is version {book.version}")
+    return {**age, "ledger_versions": versions, "warnings": warnings}
+
+
+def _book_line(book: dict) -> str:
+    oldest = book["oldest_price"]
+    return (f"price book {book['name']} version {book['version']} (as of {book['as_of']}); oldest price "
+            f"{oldest['resource']} as of {oldest['as_of']}, {oldest['age_days']} days old (max_age_days {book['max_age_days']})")
 
 
 _LEDGER_TABLES = ("rc_ledger_runs", "rc_ledger_queries", "rc_ledger_stage_calls")

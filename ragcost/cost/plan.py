@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
+from ragcost.cost.storage import storage_bytes
 from ragcost.errors import ConfigError
 
 # Bytes per value of a model dtype (KV cache and weights).
@@ -66,23 +67,26 @@ def model_shape_from_config(path: str | Path) -> dict[str, Any]:
 
 
 def sequences_that_fit(gpu_mem_bytes: float, weight_bytes: float, kv_per_token: float, context_tokens: int,
-                       utilization: float = 0.9) -> int:
-    """Whole sequences of ``context_tokens`` whose KV cache fits in ``gpu_mem x utilization`` after the weights.
+                       mem_utilization: float = 0.9) -> int:
+    """Whole sequences of ``context_tokens`` whose KV cache fits in ``gpu_mem x mem_utilization`` after the weights.
 
     Activations and the CUDA graph pool are not counted, so this is an upper bound (vLLM profiles them).
     """
-    if not 0 < utilization <= 1:
-        raise ConfigError(f"utilization {utilization} must be in (0, 1], like vLLM's gpu_memory_utilization 0.9")
-    free = gpu_mem_bytes * utilization - weight_bytes
+    if not 0 < mem_utilization <= 1:
+        raise ConfigError(f"mem_utilization {mem_utilization} must be in (0, 1], like vLLM's gpu_memory_utilization 0.9")
+    free = gpu_mem_bytes * mem_utilization - weight_bytes
     per_seq = kv_per_token * context_tokens
     if free <= 0 or per_seq <= 0:
         return 0
     return int(free // per_seq)
 
 
-def index_ram_bytes(n: int, dim: int, precision: str = "float32", kind: str = "flat", M: int = 16,
-                    pq_m: Optional[int] = None, nbits: int = 8) -> float:
-    """Bytes an index over ``n`` vectors holds in RAM (vectors and per-vector links/ids; centroids ignored)."""
+def index_bytes(n: int, dim: int, precision: str = "float32", kind: str = "flat", M: int = 16,
+                pq_m: Optional[int] = None, nbits: int = 8) -> float:
+    """Bytes of the index structure itself over ``n`` vectors: its vectors (or codes) and per-vector links/ids.
+
+    This is the per-kind part only ``plan`` knows (no built index to measure); centroids are ignored.
+    """
     if precision not in PRECISION_BYTES:
         raise ConfigError(f"precision {precision!r} is unknown; use one of {', '.join(PRECISION_BYTES)}")
     vec = dim * PRECISION_BYTES[precision]
@@ -101,37 +105,62 @@ def index_ram_bytes(n: int, dim: int, precision: str = "float32", kind: str = "f
     return n * per
 
 
-def usd_per_million_tokens(usd_per_hour: float, tokens_per_second: float, utilization: float = 1.0) -> float:
-    """What 1M tokens cost on an instance producing ``tokens_per_second`` while busy ``utilization`` of the time."""
-    if tokens_per_second <= 0 or not 0 < utilization <= 1:
-        raise ConfigError("tokens_per_second must be > 0 and utilization in (0, 1]")
-    return usd_per_hour / (tokens_per_second * 3600 * utilization) * 1e6
+def index_ram_bytes(n: int, dim: int, precision: str = "float32", kind: str = "flat", M: int = 16,
+                    pq_m: Optional[int] = None, nbits: int = 8) -> tuple[int, int]:
+    """(RAM bytes, of which the index structure) by the one storage formula query and eval charge.
+
+    The per-kind structure comes from :func:`index_bytes`; what is added to it (the float32
+    exact-scan copy, when the formula counts it) comes from :func:`ragcost.cost.storage.storage_bytes`.
+    """
+    own = int(index_bytes(n, dim, precision, kind, M=M, pq_m=pq_m, nbits=nbits))
+    ram, _disk = storage_bytes(own, n, dim)
+    return ram, own
+
+
+def usd_per_million_tokens(usd_per_hour: float, tokens_per_second: float, busy: float = 1.0) -> float:
+    """What 1M tokens cost on an instance producing ``tokens_per_second`` while busy ``busy`` of the time.
+
+    A free instance (``usd_per_hour`` 0) costs $0 per 1M tokens.
+    """
+    if usd_per_hour < 0 or tokens_per_second <= 0 or not 0 < busy <= 1:
+        raise ConfigError("usd_per_hour must be >= 0, tokens_per_second > 0 and busy in (0, 1]")
+    return usd_per_hour / (tokens_per_second * 3600 * busy) * 1e6
 
 
 def payback_months(purchase_usd: float, cloud_usd_per_hour: float, power_kw: float, usd_per_kwh: float,
-                   utilization: float = 1.0, hours_per_month: float = 730) -> Optional[float]:
+                   busy: float = 1.0, hours_per_month: float = 730) -> Optional[float]:
     """Months until owning a GPU beats renting it for the same busy hours; None if it never does.
 
     Saving per busy hour = cloud $/h - power kW x $/kWh; idle power, space and staff are not counted.
     """
-    saving = hours_per_month * utilization * (cloud_usd_per_hour - power_kw * usd_per_kwh)
+    saving = hours_per_month * busy * (cloud_usd_per_hour - power_kw * usd_per_kwh)
     if saving <= 0:
         return None
     return purchase_usd / saving
 
 
+def num(x: float) -> str:
+    """An integer with thousands separators, or 4 significant digits: never float noise.
+
+    From 1,000 up a value prints as a rounded integer; beyond 10**15 in scientific notation.
+    """
+    x = float(x)
+    if x != x or x in (float("inf"), float("-inf")):
+        return str(x)
+    if abs(x) >= 1e15:
+        return f"{x:.4g}"
+    if x.is_integer() or abs(x) >= 1000:
+        return f"{round(x):,}"
+    return f"{x:.4g}"
+
+
 def human_bytes(n: float) -> str:
-    """Binary and decimal units side by side: ``327,680 B = 320 KiB = 0.328 MB``."""
-    units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    """Binary and decimal units side by side: ``327,680 B = 320 KiB = 0.3277 MB``."""
+    units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
     v, i = float(n), 0
     while abs(v) >= 1024 and i < len(units) - 1:
         v /= 1024
         i += 1
-    binary = f"{_trim(v, 2)} {units[i]}"
-    mb = n / 1e6
-    decimal = f"{_trim(mb / 1e3, 3)} GB" if mb >= 1000 else f"{_trim(mb, 3)} MB"
-    return f"{n:,.0f} B = {binary} = {decimal}"
-
-
-def _trim(v: float, places: int) -> str:
-    return f"{v:,.{places}f}".rstrip("0").rstrip(".")
+    dec_units = [("EB", 1e18), ("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6)]
+    unit, scale = next(((u, s) for u, s in dec_units if abs(n) >= s), ("MB", 1e6))
+    return f"{num(n)} B = {num(v)} {units[i]} = {num(n / scale)} {unit}"

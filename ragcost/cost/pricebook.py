@@ -9,24 +9,52 @@ Three kinds of resource, told apart by ``kind``:
 - ``storage``: $ per GB-month for the index in RAM and on disk, amortised per query by the
   book's ``queries_per_month``. GB here is GiB (2**30 bytes), as cloud block storage and RAM are sold.
 
+Every price names its ``source`` (a URL or a document, never empty) and the date it was taken
+(``as_of``: its own, else the book's); a date in the future or before 2000 is refused, and a price
+older than the book's ``max_age_days`` (default 365) is reported stale by :func:`book_age`.
+
 Cost itself is computed in :mod:`ragcost.cost.compute`, never here.
 """
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
-from ragcost.config.base import Strict
+from ragcost.config.base import Strict, position
 from ragcost.config.loader import read_yaml, validate
 from ragcost.errors import ConfigError
 
 # A price is a finite number: `.inf` or `1e400` would make every cost $inf and every share nan%.
 NonNeg = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 KINDS = ("time", "tokens", "storage")
+EARLIEST = date(2000, 1, 1)  # no cloud or API list price this book prices is older
+
+
+def today_utc() -> date:
+    return datetime.now(timezone.utc).date()
+
+
+def _past_date(v: date) -> date:
+    # One day of grace: a price taken "today" east of UTC is tomorrow's date in UTC.
+    if v > today_utc() + timedelta(days=1):
+        raise ValueError(f"{v} is in the future; use the date the price was published or observed")
+    if v < EARLIEST:
+        raise ValueError(f"{v} is before {EARLIEST}; use the date the price was published or observed")
+    return v
+
+
+def _named_source(v: str) -> str:
+    if not v.strip():
+        raise ValueError("is empty; name the URL or document the price was taken from")
+    return v
+
+
+PriceDate = Annotated[date, AfterValidator(_past_date)]
+Source = Annotated[str, AfterValidator(_named_source)]
 
 
 class TimeResource(Strict):
@@ -38,7 +66,8 @@ class TimeResource(Strict):
     # A CPU instance's vCPUs (e.g. c7i.large = 2): a CPU stage pays the CPU-seconds it consumed
     # x $/h / 3600 / vcpus. Without vcpus (a GPU) the resource is priced by busy wall time.
     vcpus: Optional[Annotated[int, Field(ge=1)]] = None
-    source: str
+    source: Source
+    as_of: Optional[PriceDate] = None  # when this price was published/observed; default: the book's as_of
     note: Optional[str] = None
 
 
@@ -49,7 +78,8 @@ class TokenResource(Strict):
     input_per_1m: NonNeg
     output_per_1m: NonNeg
     cached_input_per_1m: Optional[NonNeg] = None
-    source: str
+    source: Source
+    as_of: Optional[PriceDate] = None  # when this price was published/observed; default: the book's as_of
     note: Optional[str] = None
 
     @property
@@ -64,7 +94,8 @@ class StorageResource(Strict):
     kind: Literal["storage"]
     ram_usd_per_gb_month: NonNeg
     disk_usd_per_gb_month: NonNeg
-    source: str
+    source: Source
+    as_of: Optional[PriceDate] = None  # when this price was published/observed; default: the book's as_of
     note: Optional[str] = None
 
 
@@ -74,8 +105,9 @@ Resource = Annotated[Union[TimeResource, TokenResource, StorageResource], Field(
 class PriceBook(Strict):
     """A whole price book; ``name`` is where it came from (for messages), not part of the YAML."""
 
-    version: str
-    as_of: date
+    version: Annotated[str, Field(min_length=1)]
+    as_of: PriceDate  # when the book was compiled; a price without its own as_of is taken as of this date
+    max_age_days: Annotated[int, Field(gt=0)] = 365  # older prices are reported stale by `ragcost report`
     currency: Literal["USD"] = "USD"
     queries_per_month: Annotated[int, Field(gt=0)]
     resources: dict[str, Resource]
@@ -100,6 +132,39 @@ class PriceBook(Strict):
             ) from None
 
 
+def price_date(book: PriceBook, name: str) -> date:
+    """The date resource ``name``'s price was taken: its own ``as_of``, else the book's."""
+    return book.resource(name).as_of or book.as_of
+
+
+def book_age(book: PriceBook, today: Optional[date] = None) -> dict[str, Any]:
+    """Version, dates and age of a book, and its prices older than ``max_age_days`` (oldest first).
+
+    Plain values, for ``report --json`` and the terminal alike.
+    """
+    today = today or today_utc()
+    dated = sorted((price_date(book, n), n) for n in book.resources)
+    stale = [{"resource": n, "as_of": d.isoformat(), "age_days": (today - d).days}
+             for d, n in dated if (today - d).days > book.max_age_days]
+    oldest = dated[0] if dated else (book.as_of, None)
+    return {
+        "name": book.name, "version": book.version, "as_of": book.as_of.isoformat(),
+        "oldest_price": {"resource": oldest[1], "as_of": oldest[0].isoformat(), "age_days": (today - oldest[0]).days},
+        "max_age_days": book.max_age_days, "stale": stale,
+    }
+
+
+def stale_warning(age: dict[str, Any]) -> Optional[str]:
+    """One line naming the prices older than ``max_age_days``, or None when none is."""
+    stale = age["stale"]
+    if not stale:
+        return None
+    listed = ", ".join(f"{s['resource']} ({s['as_of']}, {s['age_days']} days)" for s in stale)
+    return (f"warning: {len(stale)} price(s) in {age['name']} (version {age['version']}) are older than "
+            f"max_age_days {age['max_age_days']}: {listed}; check them against current list prices and your bill, "
+            f"then update as_of and bump version")
+
+
 def check_resources(book: PriceBook, refs: dict[str, str]) -> None:
     """Every resource a pipeline names (name -> "file:line:col" of the reference) must be in the book."""
     for name, where in refs.items():
@@ -112,6 +177,12 @@ def parse_price_book(data: Any, source: str) -> PriceBook:
         raise ConfigError(f"{source}: the price book is empty; see pricing/default.yaml for an example")
     book = validate(PriceBook, data, source)
     book._name = source
+    for name, res in book.resources.items():
+        if res.as_of is not None and res.as_of > book.as_of:
+            pos = position(data, ["resources", name, "as_of"])
+            where = f"{source}:{pos[0]}:{pos[1]}" if pos else source
+            raise ConfigError(f"{where}: resources.{name}.as_of: {res.as_of} is after the book's as_of {book.as_of}; "
+                              f"a price cannot be newer than the book that lists it: update the book's as_of and version")
     return book
 
 

@@ -10,9 +10,10 @@ from typer.testing import CliRunner
 
 from ragcost.cli.plan import plan
 from ragcost.cost.plan import (
-    human_bytes, index_ram_bytes, kv_bytes_per_token, model_shape_from_config, payback_months,
+    human_bytes, index_bytes, index_ram_bytes, kv_bytes_per_token, model_shape_from_config, num, payback_months,
     sequences_that_fit, usd_per_million_tokens,
 )
+from ragcost.cost.storage import storage_bytes
 from ragcost.errors import ConfigError
 
 
@@ -57,7 +58,7 @@ class TestCapacity:
         # 80 GB x 0.9 = 72 GB; 16 GB weights; 56 GB / (327,680 B x 8,192) = 20.86 -> 20
         assert sequences_that_fit(80e9, 16e9, 327_680, 8192, 0.9) == 20
         assert sequences_that_fit(80e9, 100e9, 327_680, 8192, 0.9) == 0
-        with pytest.raises(ConfigError, match="utilization"):
+        with pytest.raises(ConfigError, match="mem_utilization"):
             sequences_that_fit(80e9, 16e9, 327_680, 8192, 1.5)
 
     @pytest.mark.parametrize("kind,precision,kw,per_vector", [
@@ -68,20 +69,29 @@ class TestCapacity:
         ("hnsw", "float32", {"M": 16}, 384 * 4 + 16 * 2 * 4),
         ("ivf_pq", "float32", {"pq_m": 48, "nbits": 8}, 48 + 8),
     ])
-    def test_index_ram(self, kind, precision, kw, per_vector):
-        assert index_ram_bytes(1000, 384, precision, kind, **kw) == 1000 * per_vector
+    def test_index_structure(self, kind, precision, kw, per_vector):
+        assert index_bytes(1000, 384, precision, kind, **kw) == 1000 * per_vector
+
+    @pytest.mark.parametrize("kind,kw", [("flat", {}), ("hnsw", {"M": 16}), ("ivf_pq", {"pq_m": 48})])
+    def test_index_ram_is_the_storage_formula_query_and_eval_charge(self, kind, kw):
+        ram, own = index_ram_bytes(1000, 384, "float32", kind, **kw)
+        assert own == index_bytes(1000, 384, "float32", kind, **kw)
+        assert ram == storage_bytes(own, 1000, 384)[0]
 
     def test_index_errors_name_the_choices(self):
         with pytest.raises(ConfigError, match="kind 'lsh'.*flat, hnsw"):
-            index_ram_bytes(10, 8, kind="lsh")
+            index_bytes(10, 8, kind="lsh")
         with pytest.raises(ConfigError, match="pq_m"):
-            index_ram_bytes(10, 8, kind="ivf_pq")
+            index_bytes(10, 8, kind="ivf_pq")
 
 
 class TestDollars:
     def test_usd_per_million_tokens(self):
         assert usd_per_million_tokens(3.6, 1000, 1.0) == pytest.approx(1.0)
         assert usd_per_million_tokens(3.6, 1000, 0.5) == pytest.approx(2.0)
+        assert usd_per_million_tokens(0.0, 1000) == 0.0  # a free GPU
+        with pytest.raises(ConfigError, match="busy in"):
+            usd_per_million_tokens(3.6, 1000, 0.0)
 
     def test_payback(self):
         # saving/month = 730 x 1.0 x (2.0 - 1.0 x 0.2) = 1,314 $
@@ -91,7 +101,7 @@ class TestDollars:
     def test_cli_prints_inputs_beside_results(self):
         args = ["plan", "--layers", "80", "--kv-heads", "64", "--head-dim", "128", "--dtype", "float16",
                 "--gpu-mem-gb", "80", "--params-b", "8", "--context", "4096", "--chunks", "1000000", "--dim", "384",
-                "--kind", "hnsw", "--gpu-usd-per-hour", "3.6", "--tokens-per-second", "1000", "--utilization", "0.5",
+                "--kind", "hnsw", "--gpu-usd-per-hour", "3.6", "--tokens-per-second", "1000", "--busy", "0.5",
                 "--purchase-usd", "25000", "--power-kw", "0.7", "--usd-per-kwh", "0.15"]
         res = CliRunner().invoke(_app(), args)
         assert res.exit_code == 0, res.output
@@ -99,8 +109,13 @@ class TestDollars:
         assert "2,621,440 B" in out and "kv_heads 64" in out
         assert "Sequences that fit" in out and "8B params" in out
         assert "Index RAM" in out and "1,000,000 chunks x dim 384" in out
-        assert "$2.0000" in out and "1,000 tokens/s" in out
+        assert "$ per 1M tokens: $2 " in out and "1,000 tokens/s" in out and "busy 0.5" in out
         assert "On-prem payback" in out and "$25,000 purchase" in out
+
+    @pytest.mark.parametrize("x,text", [(2.0, "2"), (1234.5678, "1,235"), (0.123456, "0.1235"),
+                                        (0.1 + 0.2, "0.3"), (2.5e20, "2.5e+20"), (3e-7, "3e-07")])
+    def test_numbers_print_as_integers_or_4_significant_digits(self, x, text):
+        assert num(x) == text
 
     def test_cli_with_nothing_to_plan_raises_a_config_error(self):
         res = CliRunner().invoke(_app(), ["plan"])

@@ -1,0 +1,145 @@
+"""``ragcost plan`` through the real entry point: every input is range-checked (exit 2, one line)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragcost.cli.main import main
+from ragcost.cost.plan import index_ram_bytes
+
+KV = ["--layers", "80", "--kv-heads", "8", "--head-dim", "128"]
+SEQ = [*KV, "--gpu-mem-gb", "80", "--params-b", "8", "--context", "4096"]
+INDEX = ["--chunks", "1000", "--dim", "384"]
+TOKENS = ["--gpu-usd-per-hour", "3.6", "--tokens-per-second", "1000"]
+PAYBACK = [*TOKENS, "--purchase-usd", "25000", "--power-kw", "0.7", "--usd-per-kwh", "0.15"]
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["plan", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def set_opt(args: list[str], option: str, value: str) -> list[str]:
+    """``args`` with ``option``'s value replaced (or the option added)."""
+    args = list(args)
+    if option in args:
+        args[args.index(option) + 1] = value
+    else:
+        args += [option, value]
+    return args
+
+
+def assert_refused(capsys, args: list[str], option: str, value: str, allowed: str) -> None:
+    code, out, err = run(capsys, *args)
+    assert code == 2, (out, err)
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert f"'{option}'" in lines[0] and value in lines[0] and allowed in lines[0], lines[0]
+
+
+class TestModelShape:
+    @pytest.mark.parametrize("option,value,allowed", [
+        ("--layers", "-1", "[1, 10,000]"), ("--layers", "0", "[1, 10,000]"), ("--layers", "100000", "[1, 10,000]"),
+        ("--kv-heads", "-8", "[1, 10,000]"), ("--head-dim", "0", "[1, 65,536]"),
+    ])
+    def test_out_of_range_is_exit_2_naming_option_value_and_range(self, capsys, option, value, allowed):
+        assert_refused(capsys, set_opt(KV, option, value), option, value, allowed)
+
+    def test_an_unknown_dtype_is_one_line(self, capsys):
+        code, _, err = run(capsys, *KV, "--dtype", "float9")
+        assert code == 1 and "dtype 'float9' is unknown" in err and len(err.strip().splitlines()) == 1
+
+
+class TestSequences:
+    @pytest.mark.parametrize("option,value,allowed", [
+        ("--context", "0", "[1, 1,000,000,000]"), ("--context", "-4096", "[1,"),
+        ("--gpu-mem-gb", "0", "(0, 1,000,000]"), ("--gpu-mem-gb", "-80", "(0,"), ("--gpu-mem-gb", "inf", "(0,"),
+        ("--params-b", "-8", "(0, 1,000,000]"), ("--params-b", "nan", "(0,"),
+        ("--weights-gb", "0", "(0, 10,000,000]"),
+        ("--mem-utilization", "0", "(0, 1]"), ("--mem-utilization", "1.5", "(0, 1]"),
+    ])
+    def test_out_of_range_is_exit_2(self, capsys, option, value, allowed):
+        assert_refused(capsys, set_opt(SEQ, option, value), option, value, allowed)
+
+    def test_context_is_never_silently_dropped(self, capsys):
+        code, out, _ = run(capsys, *SEQ)
+        assert code == 0 and "KV cache per sequence" in out and "Sequences that fit" in out
+
+    def test_gpu_memory_without_context_says_what_is_missing(self, capsys):
+        code, _, err = run(capsys, *KV, "--gpu-mem-gb", "80", "--params-b", "8")
+        assert code == 1 and "--context" in err
+
+    def test_mem_utilization_sets_memory_only(self, capsys):
+        # 80 GB x 0.5 = 40 GB - 16 GB = 24 GB / (327,680 B x 4,096) = 17.88 -> 17
+        code, out, _ = run(capsys, *SEQ, "--mem-utilization", "0.5")
+        assert code == 0 and "Sequences that fit: 17 " in out and "mem-utilization 0.5" in out
+
+
+class TestIndex:
+    @pytest.mark.parametrize("option,value,allowed", [
+        ("--chunks", "-1000", "[1, 10,000,000,000,000]"), ("--chunks", "0", "[1,"),
+        ("--dim", "-384", "[1, 1,000,000]"), ("--M", "-16", "[2, 1,024]"), ("--nbits", "0", "[1, 16]"),
+    ])
+    def test_out_of_range_is_exit_2(self, capsys, option, value, allowed):
+        assert_refused(capsys, set_opt([*INDEX, "--kind", "hnsw"], option, value), option, value, allowed)
+
+    def test_pq_m_must_divide_dim(self, capsys):
+        assert_refused(capsys, [*INDEX, "--kind", "ivf_pq", "--pq-m", "50"], "--pq-m", "50", "divisor of 384")
+
+    def test_unknown_kind_and_precision_are_exit_2(self, capsys):
+        assert_refused(capsys, [*INDEX, "--kind", "lsh"], "--kind", "'lsh'", "flat, hnsw, ivf_flat, ivf_pq")
+        assert_refused(capsys, [*INDEX, "--precision", "int3"], "--precision", "'int3'", "float32, float16")
+
+    def test_index_ram_is_the_storage_formula_and_prints_its_parts(self, capsys):
+        code, out, _ = run(capsys, *INDEX, "--kind", "hnsw")
+        ram, own = index_ram_bytes(1000, 384, "float32", "hnsw")
+        assert code == 0 and f"Index RAM: {ram:,} B" in out
+        assert f"index {own:,} B" in out and f"exact-scan copy {ram - own:,} B" in out
+
+    def test_chunks_without_dim_is_not_ignored(self, capsys):
+        code, _, err = run(capsys, "--chunks", "1000")
+        assert code == 1 and "index RAM needs --dim" in err
+
+
+class TestDollars:
+    @pytest.mark.parametrize("option,value,allowed", [
+        ("--gpu-usd-per-hour", "-3.6", "[0, 1,000,000]"), ("--gpu-usd-per-hour", "inf", "[0,"),
+        ("--tokens-per-second", "0", "(0, 1,000,000,000,000]"), ("--tokens-per-second", "-5", "(0,"),
+        ("--purchase-usd", "-25000", "[0, 1,000,000,000,000]"), ("--power-kw", "-0.7", "[0, 1,000,000]"),
+        ("--usd-per-kwh", "-0.15", "[0, 1,000]"), ("--busy", "0", "(0, 1]"), ("--busy", "2", "(0, 1]"),
+    ])
+    def test_out_of_range_is_exit_2(self, capsys, option, value, allowed):
+        assert_refused(capsys, set_opt(PAYBACK, option, value), option, value, allowed)
+
+    def test_a_free_gpu_costs_nothing_and_has_no_payback(self, capsys):
+        code, out, _ = run(capsys, *set_opt(PAYBACK, "--gpu-usd-per-hour", "0"))
+        assert code == 0
+        assert "$ per 1M tokens: $0 " in out
+        assert "On-prem payback: n/a, the GPU is free" in out
+
+    def test_busy_sets_the_time_share_only(self, capsys):
+        # $3.6/h / (1,000 tokens/s x 3,600 x 0.5) x 1e6 = $2; saving 730 x 0.5 x (3.6 - 0.105) = 1,275.675 $/month
+        code, out, _ = run(capsys, *PAYBACK, "--busy", "0.5")
+        assert code == 0 and "$ per 1M tokens: $2 " in out and "On-prem payback: 19.6 months" in out
+
+    def test_huge_inputs_print_no_float_noise(self, capsys):
+        code, out, _ = run(capsys, "--gpu-usd-per-hour", "999999.99", "--tokens-per-second", "0.003")
+        assert code == 0
+        result = out.split("$ per 1M tokens: ")[1].split()[0]
+        assert result == "$92,592,591,667"
+
+    def test_utilization_was_split_and_says_into_what(self, capsys):
+        code, out, err = run(capsys, *TOKENS, "--utilization", "0.5")
+        assert code == 2 and out == ""
+        assert "'--utilization'" in err and "--mem-utilization" in err and "--busy" in err
+        assert len(err.strip().splitlines()) == 1
+
+    def test_a_gpu_price_alone_says_what_to_add(self, capsys):
+        code, _, err = run(capsys, "--gpu-usd-per-hour", "0")
+        assert code == 1 and "--tokens-per-second" in err and "nothing to plan" not in err
+
+    def test_payback_without_power_says_what_to_add(self, capsys):
+        code, _, err = run(capsys, *TOKENS, "--purchase-usd", "25000")
+        assert code == 1 and "--power-kw, --usd-per-kwh" in err
