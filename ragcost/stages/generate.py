@@ -213,6 +213,7 @@ class Generate(Stage):
 def _aggregate(usage: UsageRecord, records: list[UsageRecord]) -> None:
     """The call's own record, summed over attempts (what a runner without per-attempt records prices)."""
     usage.retries = sum(r.retries for r in records)
+    usage.tokens_estimated = any(r.tokens_estimated for r in records)
     usage.failures = sum(r.failures for r in records)
     for key in ("input_tokens", "output_tokens"):
         vals = [getattr(r, key) for r in records if getattr(r, key) is not None]

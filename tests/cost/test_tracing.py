@@ -97,13 +97,15 @@ def _write_ledger(url: str, pipeline: str, walls: list[float], kind: str = "quer
 
 
 class TestLedgerHistory:
-    def test_the_last_queries_of_the_pipeline_seed_the_p95(self, tmp_path):
-        url = f"duckdb:///{tmp_path / 'ledger.duckdb'}"
-        _write_ledger(url, "kb", [0.1] * 5 + [float(i) for i in range(1, 31)])
-        _write_ledger(url, "other", [99.0] * 3)
-        _write_ledger(url, "kb", [77.0], kind="eval")
-        assert recent_latencies(url, "kb", 30) == [float(i) for i in range(1, 31)]
-        assert recent_latencies(url, "kb", 0) == []
+    def test_the_last_queries_of_the_pipeline_seed_the_p95(self, any_store_url):
+        import uuid
+
+        kb = f"kb-{uuid.uuid4().hex[:8]}"  # PostgreSQL's ledger is shared by tests: a pipeline of our own
+        _write_ledger(any_store_url, kb, [0.1] * 5 + [float(i) for i in range(1, 31)])
+        _write_ledger(any_store_url, "other", [99.0] * 3)
+        _write_ledger(any_store_url, kb, [77.0], kind="eval")
+        assert recent_latencies(any_store_url, kb, 30) == [float(i) for i in range(1, 31)]
+        assert recent_latencies(any_store_url, kb, 0) == []
 
     def test_no_ledger_yet_is_no_history(self, tmp_path):
         assert recent_latencies(f"duckdb:///{tmp_path / 'none.duckdb'}", "kb", 100) == []

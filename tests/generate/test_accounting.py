@@ -47,8 +47,8 @@ class TestMissingUsage:
         with FaultServer(["nousage"]) as srv:
             st = make_stage(pipeline, **vllm(srv.base_url))
             [s] = states()
-            _, [(_, rec)] = run_stage(st, [s])
-        assert s.answer == ANSWER and rec.failures == 0
+            call, [(_, rec)] = run_stage(st, [s])
+        assert s.answer == ANSWER and rec.failures == 0 and call.tokens_estimated
         assert rec.input_tokens == approx_tokens(sent_prompt(s.text)) and rec.output_tokens == approx_tokens(ANSWER)
         assert rec.tokens_estimated and rec.notes["usage"] == "estimated" and s.notes["generation"]["tokens_estimated"]
         assert cost_of(rec, book) == pytest.approx((rec.input_tokens * 1.0 + rec.output_tokens * 2.0) / 1e6)
