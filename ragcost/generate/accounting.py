@@ -114,6 +114,8 @@ def period_fields(attempts: Sequence[Attempt]) -> dict[int, dict]:
 
 def overhead_records(stage: str, resource: str, stage_wall: float, attempts: Sequence[Attempt], queries: int) -> list[UsageRecord]:
     """One record per query: its equal share of the stage's time outside every attempt, on ``resource``."""
+    if queries < 1:
+        return []
     inside = busy_seconds([(a.start, a.end) for a in attempts])
     remainder = max(stage_wall - inside, 0.0)
     call_id = new_call_id()

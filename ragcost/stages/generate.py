@@ -66,6 +66,8 @@ class Generate(Stage):
         return self.name if i == 0 else f"{self.name}/{b.backend_name}"
 
     def warm_up(self) -> None:
+        # The stage's time outside its attempts is priced on the pipeline's resource.
+        self.ctx.price_book.resource(self.ctx.resource, f"{self.ctx.path}: stage {self.name!r} (time outside its attempts)")
         for i, (b, gen) in enumerate(zip(self._chain, self.generators)):
             self.ctx.price_book.resource(self.resource_of(i, b), f"{self.ctx.path}: stage {self.name!r} backend {b.backend_name!r}")
             self._counters[i] = token_counter(b)
