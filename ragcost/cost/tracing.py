@@ -87,7 +87,7 @@ def query_latency(rows: Iterable[Mapping[str, Any]]) -> float:
 def recent_latencies(url: str, pipeline: str, limit: int, days: int = LEDGER_LOOKBACK_DAYS) -> list[float]:
     """Latencies of the pipeline's last ``limit`` queried (not evaluated) queries in the ledger, oldest first.
 
-    No ledger yet (or no tables) gives ``[]``: the first run starts without a p95.
+    No ledger yet, no tables, or a ledger that cannot be read gives ``[]``: the run starts without a p95.
     """
     from ragcost.cost.ledger import Ledger, utcnow
 
@@ -95,8 +95,12 @@ def recent_latencies(url: str, pipeline: str, limit: int, days: int = LEDGER_LOO
         ledger = Ledger(url, read_only=True)
     except StoreError:
         return []
+    import sqlalchemy as sa
+
     try:
         qrows, srows = ledger.read(since=utcnow() - timedelta(days=days), pipeline=pipeline)
+    except sa.exc.SQLAlchemyError:  # unreadable now: sample without history rather than fail the run
+        return []
     finally:
         ledger.close()
     by_query: dict[str, list[dict]] = {}
