@@ -13,7 +13,7 @@ from typing import Optional
 # Where the token counts came from.
 USAGE_SERVER = "server"  # the final usage chunk / response body
 USAGE_PARTIAL = "partial"  # the last continuous-usage chunk before the stream broke
-USAGE_CHUNKS = "chunks"  # no usage: content chunks counted as output tokens, input unknown
+# (no usage at all: the generate stage counts or estimates the tokens, see ragcost.generate.accounting)
 USAGE_NONE = "none"  # nothing was generated (refused connection, HTTP error)
 USAGE_LOCAL = "local"  # in-process: counted by the engine or the extractive backend itself
 
@@ -39,6 +39,8 @@ class Attempt:
     end: float = 0.0
     ttft: Optional[float] = None
     itl: list[float] = field(default_factory=list)
+    endpoint: str = ""  # the server (base_url + model) or in-process engine that served it: its busy period
+    tokens_estimated: bool = False  # counts were counted or estimated here, not reported by the server
 
     @property
     def e2e(self) -> float:

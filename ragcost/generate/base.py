@@ -47,6 +47,14 @@ class Generator(ABC):
         """The backend's name in reports when ``label:`` is not given."""
         return f"{params.backend}:{params.model}" if params.model else params.backend
 
+    @property
+    def endpoint(self) -> str:
+        """What serves this backend's requests; attempts on one endpoint share its busy periods.
+
+        An in-process engine is this object; a server overrides it with its URL and model.
+        """
+        return f"{self.params.backend_name} in-process #{id(self):x}"
+
     def warm_up(self) -> None:
         """Heavy or environment-dependent setup, once, before the first batch (may be called again)."""
 

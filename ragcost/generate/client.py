@@ -15,7 +15,7 @@ from time import perf_counter
 from typing import Any, ClassVar, Optional
 
 from ragcost.errors import ConfigError
-from ragcost.generate.attempt import USAGE_CHUNKS, USAGE_PARTIAL, USAGE_SERVER, Attempt
+from ragcost.generate.attempt import USAGE_PARTIAL, USAGE_SERVER, Attempt
 from ragcost.generate.base import Generator, OnText
 from ragcost.generate.params import BackendParams
 from ragcost.generate.prompt import Prompt
@@ -156,10 +156,7 @@ async def complete(client, params: BackendParams, url: str, body: dict, att: Att
         att.error, att.retryable = f"{type(e).__name__}: {e or 'connection failed'}", True
     finally:
         att.end = perf_counter()
-    if not att.ok and att.usage_source not in (USAGE_PARTIAL, USAGE_SERVER) and att.chunks:
-        # The stream broke without usage: what we saw is a floor on what the server generated.
-        att.output_tokens, att.usage_source = att.chunks, USAGE_CHUNKS
-    return att
+    return att  # counts the server did not send are left None: the stage counts them (ragcost.generate.accounting)
 
 
 def make_client(concurrency: int, params: BackendParams):
@@ -187,6 +184,11 @@ class OpenAICompatible(Generator):
             raise ValueError(f"backend {params.backend!r} needs model: (the served model name)")
         if not (params.base_url or cls.default_base_url):
             raise ValueError(f"backend {params.backend!r} needs base_url:, e.g. http://127.0.0.1:8000/v1")
+
+    @property
+    def endpoint(self) -> str:
+        """The server and the model it serves: attempts on one endpoint share its busy periods."""
+        return f"{(self.params.base_url or self.default_base_url or '').rstrip('/')} model={self.params.model}"
 
     @property
     def url(self) -> str:

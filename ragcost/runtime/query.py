@@ -77,8 +77,8 @@ def run_queries(
     states: list[QueryState] = []
     calls: list[StageCall] = []
     storage = 0.0
+    tracer = _tracer(pipe, ledger_url)  # reads the ledger's recent latencies before this run writes to it
     ledger = _open_ledger(pipe, ledger_url) if write_ledger else None
-    tracer = _tracer(pipe)
     run_id = ledger.start_run("query", pipe.config.name, pipe.price_book.version, {"path": str(pipe.path)}) if ledger else None
     try:
         for i in range(0, len(items), batch_size):
@@ -90,7 +90,7 @@ def run_queries(
             if ledger:
                 _write_ledger(pipe, ledger, run_id, res)
             if tracer:
-                _trace(tracer, res, pipe.price_book)
+                _trace(tracer, res, pipe)
     finally:
         if ledger:
             ledger.finish_run(run_id)
@@ -98,23 +98,43 @@ def run_queries(
     return QueryRun(pipe.config.name, states, calls, storage, pipe.price_book.version)
 
 
-def _tracer(pipe: Pipeline):
+def _tracer(pipe: Pipeline, ledger_url: Optional[str] = None):
+    """The query tracer, its p95 seeded from the ledger's recent queries of this pipeline."""
     if not pipe.config.tracing.enabled:
         return None
-    from ragcost.cost.tracing import QueryTracer
+    from ragcost.cost.tracing import QueryTracer, recent_latencies
 
-    return QueryTracer(fraction=pipe.config.tracing.sample_fraction)
+    tracer = QueryTracer(fraction=pipe.config.tracing.sample_fraction)
+    tracer.p95.seed(recent_latencies(ledger_url or pipe.config.store_url, pipe.config.name, tracer.p95.samples.maxlen or 0))
+    return tracer
 
 
-def _trace(tracer, res, book) -> None:
-    """One span tree per query: the calls that served it, with its share of each call's cost."""
+def _stage_models(pipe: Pipeline) -> dict[str, str]:
+    """Each stage's model, for spans: the embedding model, a re-ranker's or generator's ``model``."""
+    out: dict[str, str] = {}
+    for st in pipe.stages():
+        params = getattr(st, "params", None)
+        model = pipe.config.embed.model if st.type == "embed" else (
+            getattr(params, "model", None) or (getattr(params, "model_extra", None) or {}).get("model"))
+        if isinstance(model, str) and model:
+            out[st.name] = model
+    return out
+
+
+def _trace(tracer, res, pipe: Pipeline) -> None:
+    """One span tree per query: the calls that served it, with its share of each call's cost, and its storage."""
     from ragcost.cost.compute import share_of
+    from ragcost.cost.tracing import query_latency
 
+    book = pipe.price_book
+    models = _stage_models(pipe)
     for s in res.states:
         calls = [c for c in res.calls if c.serves(s)]
         shares = [share_of(c.record, book) for c in calls]
-        latency = sum(c.record.wall_seconds for c in calls)
-        tracer.record_query(s.id, [c.record for c in calls], shares, latency, is_error=s.error is not None, error=s.error)
+        latency = query_latency({"call_id": c.call_id, "calls": c.record.calls, "wall_seconds": c.record.wall_seconds}
+                                for c in calls)
+        tracer.record_query(s.id, [c.record for c in calls], shares, latency, is_error=s.error is not None, error=s.error,
+                            storage_usd=res.storage_usd_per_query, models=models)
 
 
 def _open_ledger(pipe: Pipeline, url: Optional[str]):

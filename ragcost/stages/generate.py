@@ -7,23 +7,23 @@ next backend. Queries of a batch run concurrently up to ``concurrency``, so a vL
 continuous batching sees them together.
 
 Every attempt, failed or not, becomes its own usage record, appended to its query's declared
-``QueryState.usage`` (the runner prices those instead of the query's share of the call), so $ per successful
-request includes retries and fallbacks. Attempts on one resource within a batch share its busy
-time: each record carries the busy seconds of that resource in this batch (the union of its
-attempts' spans) and ``shared_by`` = the attempts that shared it, so a time-priced GPU is paid
-once for the batch, never once per concurrent stream.
+``QueryState.usage`` (the runner prices those instead of the query's share of the call), so $ per
+successful request includes retries and fallbacks. The accounting rules are in
+:mod:`ragcost.generate.accounting`: tokens counted when the server did not say, busy periods per
+endpoint shared by duration, and the stage's time outside the attempts as ``<stage>/overhead``
+records on the pipeline's resource.
 """
 
 from __future__ import annotations
 
 import asyncio
-import uuid
 from time import perf_counter
 from typing import Callable, Optional
 
 from pydantic import Field
 
 from ragcost.generate import Attempt, BackendParams, Generator, Prompt, generator_registry
+from ragcost.generate.accounting import fill_missing_usage, overhead_records, period_fields
 from ragcost.generate.attempt import AttemptError
 from ragcost.generate.prompt import build_prompt, cited, token_counter
 from ragcost.records import QueryState, UsageRecord
@@ -39,21 +39,6 @@ class GenerateParams(StageParams, BackendParams):
     fallback: list[BackendParams] = Field(default_factory=list, description="backends tried in order when the previous one fails")
 
 
-def busy_seconds(spans: list[tuple[float, float]]) -> float:
-    """Length of the union of [start, end] spans: the time at least one request was in flight."""
-    total, cur_s, cur_e = 0.0, None, None
-    for s, e in sorted(spans):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None:
-        total += cur_e - cur_s
-    return total
-
-
 @stage_registry.register("generate")
 class Generate(Stage):
     type = "generate"
@@ -66,6 +51,7 @@ class Generate(Stage):
         self._chain = [BackendParams(**own), *params.fallback]
         # One backend object per entry of the chain, built by its registered class (cheap: nothing loads here).
         self.generators: list[Generator] = [generator_registry.get(b.backend)(b) for b in self._chain]
+        self._counters: list = [None] * len(self._chain)  # token counters, set at warm-up
 
     # ---- the chain ---------------------------------------------------------------------------
     def chain(self) -> list[BackendParams]:
@@ -80,17 +66,24 @@ class Generate(Stage):
         return self.name if i == 0 else f"{self.name}/{b.backend_name}"
 
     def warm_up(self) -> None:
+        # The stage's time outside its attempts is priced on the pipeline's resource.
+        self.ctx.price_book.resource(self.ctx.resource, f"{self.ctx.path}: stage {self.name!r} (time outside its attempts)")
         for i, (b, gen) in enumerate(zip(self._chain, self.generators)):
             self.ctx.price_book.resource(self.resource_of(i, b), f"{self.ctx.path}: stage {self.name!r} backend {b.backend_name!r}")
-            token_counter(b)
+            self._counters[i] = token_counter(b)
             gen.warm_up()  # loads a model, checks an API key: fails now, not after the first batch
 
     # ---- running -----------------------------------------------------------------------------
     def run(self, batch: list[QueryState], usage: UsageRecord) -> list[QueryState]:
+        t0 = perf_counter()
         per_state = _run_coroutine(self._generate_all(batch))
+        stage_wall = perf_counter() - t0
         records = self.attempt_records(batch, per_state)
         for state, rec in records:  # each attempt is its query's own record: the runner prices these
             state.usage.append(rec)
+        attempts = [a for atts in per_state for a in atts]
+        for state, rec in zip(batch, overhead_records(self.name, self.ctx.resource, stage_wall, attempts, len(batch))):
+            state.usage.append(rec)  # the stage's own time outside the attempts, on the pipeline's resource
         _aggregate(usage, [r for _, r in records])
         return batch
 
@@ -120,10 +113,12 @@ class Generate(Stage):
                 async for t in retrying:
                     with t:
                         att = Attempt(backend=b.backend_name, resource=self.resource_of(i, b),
-                                      try_no=t.retry_state.attempt_number, fallback=i > 0, position=i)
+                                      try_no=t.retry_state.attempt_number, fallback=i > 0, position=i,
+                                      endpoint=self.generators[i].endpoint)
                         async with sem:
                             await self._align(t0, self.generators[i])
                             await self._call(self.generators[i], prompt, att, state)
+                        fill_missing_usage(att, prompt, self._count(i), exact=b.tokenizer is not None)
                         attempts.append(att)
                         if not att.ok:
                             if att.retryable and att.try_no < b.retry.attempts:
@@ -140,6 +135,11 @@ class Generate(Stage):
         self._emit(state, "failed", state.error)
         self._note(state, None, None, attempts)
         return attempts
+
+    def _count(self, i: int):
+        if self._counters[i] is None:  # run without warm_up (a test, a notebook)
+            self._counters[i] = token_counter(self._chain[i])
+        return self._counters[i]
 
     async def _align(self, t0: float, gen: Generator) -> None:
         w = self.params.batch_window_ms / 1000
@@ -180,6 +180,7 @@ class Generate(Stage):
             "input_tokens": att.prompt_tokens if att else None,
             "cached_input_tokens": att.cached_tokens if att else None,
             "output_tokens": att.output_tokens if att else None,
+            "tokens_estimated": att.tokens_estimated if att else False,
             "context_chunks": len(prompt.sources) if prompt else None,
             "context_dropped": prompt.dropped if prompt else None,
             "errors": [a.error for a in attempts if not a.ok],
@@ -187,25 +188,22 @@ class Generate(Stage):
 
     # ---- accounting --------------------------------------------------------------------------
     def attempt_records(self, batch: list[QueryState], per_state: list[list[Attempt]]) -> list[tuple[QueryState, UsageRecord]]:
-        """One usage record per attempt; attempts on one resource share its busy time in this batch."""
+        """One usage record per attempt, with its busy period on its (resource, endpoint) and its share by duration."""
         chain = self.chain()
         labels = [self.label_of(i, b) for i, b in enumerate(chain)]
-        groups: dict[str, list[Attempt]] = {}
-        for atts in per_state:
-            for a in atts:
-                groups.setdefault(a.resource, []).append(a)
-        busy = {r: busy_seconds([(a.start, a.end) for a in atts]) for r, atts in groups.items()}
-        call_ids = {r: uuid.uuid4().hex for r in groups}
+        periods = period_fields([a for atts in per_state for a in atts])
         out: list[tuple[QueryState, UsageRecord]] = []
         for state, atts in zip(batch, per_state):
             for a in atts:
+                b = chain[a.position]
                 rec = UsageRecord(
-                    stage=labels[a.position], resource=a.resource, wall_seconds=busy[a.resource],
-                    items=1, calls=1, retries=1 if a.try_no > 1 else 0, failures=0 if a.ok else 1,
+                    stage=labels[a.position], resource=a.resource, items=1, calls=1,
+                    retries=1 if a.try_no > 1 else 0, failures=0 if a.ok else 1,
                     input_tokens=a.uncached_input, cached_input_tokens=a.cached_tokens, output_tokens=a.output_tokens,
-                    shared_by=len(groups[a.resource]),
-                    call_id=call_ids[a.resource],
-                    notes={"backend": a.backend, "try": a.try_no, "fallback": a.fallback,
+                    tokens_estimated=a.tokens_estimated, **periods[id(a)],
+                    notes={"backend": a.backend, "model": b.model or b.backend, "endpoint": a.endpoint,
+                           "operation": "chat" if b.api == "chat" else "text_completion",
+                           "try": a.try_no, "fallback": a.fallback,
                            "ok": a.ok, "error": a.error, "status": a.status, "usage": a.usage_source,
                            "ttft_s": a.ttft, "tpot_s": a.tpot, "e2e_s": a.e2e, "chunks": a.chunks,
                            "itl_mean_s": sum(a.itl) / len(a.itl) if a.itl else None},
@@ -217,6 +215,7 @@ class Generate(Stage):
 def _aggregate(usage: UsageRecord, records: list[UsageRecord]) -> None:
     """The call's own record, summed over attempts (what a runner without per-attempt records prices)."""
     usage.retries = sum(r.retries for r in records)
+    usage.tokens_estimated = any(r.tokens_estimated for r in records)
     usage.failures = sum(r.failures for r in records)
     for key in ("input_tokens", "output_tokens"):
         vals = [getattr(r, key) for r in records if getattr(r, key) is not None]

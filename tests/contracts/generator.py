@@ -142,8 +142,12 @@ class GeneratorContract:
         stage.on_event = lambda s, kind, text: streamed.setdefault(s.id, []).append(text) if kind == "text" else None
         batch = [QueryState(text=QUESTION, id=f"q{i}", hits=list(SOURCES)) for i in range(2)]
         stage.run(batch, UsageRecord(stage=stage.name, resource="cpu", items=2))
+        periods: dict[str, list[UsageRecord]] = {}
         for s in batch:
             assert s.error is None and s.answer and "".join(streamed[s.id]) == s.answer and s.citations
-            [rec] = s.usage
-            assert rec.resource == "cpu" and rec.failures == 0 and rec.shared_by == 2 and rec.notes["usage"] != USAGE_NONE
-        assert batch[0].usage[0].call_id == batch[1].usage[0].call_id  # one busy period of the resource, shared
+            [rec, overhead] = s.usage  # its attempt, then its share of the stage's time outside attempts
+            assert rec.resource == "cpu" and rec.failures == 0 and rec.notes["usage"] != USAGE_NONE
+            assert overhead.stage == f"{stage.name}/overhead" and overhead.busy_share == 0.5
+            periods.setdefault(rec.call_id, []).append(rec)
+        for recs in periods.values():  # attempts of one busy period split it by duration, paying it once
+            assert all(r.shared_by == len(recs) for r in recs) and sum(r.busy_share for r in recs) == pytest.approx(1)

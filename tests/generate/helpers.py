@@ -61,11 +61,25 @@ def make_stage(pipeline, **params):
 
 
 def run_stage(stage, batch):
-    """Run like the pipeline does: one usage record, then the per-attempt records it reported."""
+    """Run like the pipeline does: one usage record, then the per-attempt records it reported.
+
+    The stage's ``<stage>/overhead`` records stay in each query's ``usage`` (see :func:`overheads`).
+    """
     from ragcost.records import UsageRecord
 
     rec = UsageRecord(stage=stage.name, resource=stage.resource, items=len(batch))
     for s in batch:
         s.usage = []
     stage.run(batch, rec)
-    return rec, [(s, r) for s in batch for r in s.usage]
+    return rec, [(s, r) for s in batch for r in s.usage if not is_overhead(r)]
+
+
+def is_overhead(record) -> bool:
+    from ragcost.generate.accounting import OVERHEAD
+
+    return record.stage.endswith("/" + OVERHEAD)
+
+
+def overheads(batch) -> list:
+    """Each query's ``<stage>/overhead`` records, in batch order."""
+    return [r for s in batch for r in s.usage if is_overhead(r)]

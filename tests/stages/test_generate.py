@@ -8,7 +8,8 @@ from pydantic import ValidationError
 from ragcost.cost.compute import cost_of
 from ragcost.generate import Attempt, BackendParams, Generator, generator_registry
 from ragcost.generate.prompt import approx_tokens, build_prompt, cited
-from ragcost.stages.generate import Generate, busy_seconds
+from ragcost.generate.accounting import busy_seconds
+from ragcost.stages.generate import Generate
 from tests.generate.helpers import HITS, book, book_path, make_stage, pipeline, run_stage, states  # noqa: F401
 
 
@@ -117,7 +118,40 @@ class TestAccounting:
         records = [r for _, r in st.attempt_records(batch, per_state)]
         assert {r.shared_by for r in records} == {4} and {r.wall_seconds for r in records} == {10.0}
         assert sum(cost_of(r, book) for r in records) == pytest.approx(10 * 7.2 / 3600)
-        assert len({r.call_id for r in records}) == 1
+        assert len({r.call_id for r in records}) == 1 and [r.busy_share for r in records] == [0.25] * 4
+
+    def test_attempts_pay_their_period_in_proportion_to_their_duration(self, pipeline, book):
+        st = make_stage(pipeline, resource="gpu")
+        short = Attempt("extractive", "gpu", start=0.0, end=0.0038, ok=False, endpoint="e")
+        long_ = Attempt("extractive", "gpu", start=0.0, end=0.088, ok=True, endpoint="e")
+        (_, rs), (_, rl) = st.attempt_records(states(2), [[short], [long_]])
+        assert rs.busy_share == pytest.approx(0.0038 / 0.0918) and rl.busy_share == pytest.approx(0.088 / 0.0918)
+        assert rs.wall_seconds == rl.wall_seconds == pytest.approx(0.088) and rs.call_id == rl.call_id
+
+    def test_two_endpoints_on_one_resource_are_two_busy_periods(self, pipeline):
+        st = make_stage(pipeline, resource="gpu")
+        a = Attempt("extractive", "gpu", start=0.0, end=1.0, ok=True, endpoint="http://a/v1 model=m")
+        b = Attempt("extractive", "gpu", start=0.5, end=2.0, ok=True, endpoint="http://b/v1 model=m")
+        (_, ra), (_, rb) = st.attempt_records(states(2), [[a], [b]])
+        assert ra.call_id != rb.call_id and (ra.wall_seconds, rb.wall_seconds) == (1.0, 1.5)
+        assert ra.busy_share == rb.busy_share == 1.0 and ra.shared_by == rb.shared_by == 1
+
+    def test_an_http_backend_is_its_url_and_model_an_in_process_one_is_its_object(self, pipeline):
+        one = Generate(Generate.Params(backend="vllm", base_url="http://127.0.0.1:1/v1/", model="m",
+                                       fallback=[{"backend": "vllm", "base_url": "http://127.0.0.1:1/v1", "model": "m", "label": "again"},
+                                                 {"backend": "extractive"}, {"backend": "extractive"}]), pipeline)
+        e = [g.endpoint for g in one.generators]
+        assert e[0] == e[1] == "http://127.0.0.1:1/v1 model=m" and e[2] != e[3]
+
+    def test_attempt_records_name_the_served_model_and_the_genai_operation(self, pipeline):
+        st = make_stage(pipeline, backend="vllm", base_url="http://127.0.0.1:1/v1", model="served-7b",
+                        fallback=[{"backend": "vllm", "base_url": "http://127.0.0.1:1/v1", "model": "small-1b",
+                                   "api": "completions"}, {"backend": "extractive"}])
+        atts = [Attempt("x", "cpu", position=i, start=i, end=i + 1, ok=True) for i in range(3)]
+        recs = [r for _, r in st.attempt_records(states(1), [atts])]
+        assert [r.stage for r in recs] == ["generate", "generate/vllm:small-1b", "generate/extractive"]
+        assert [r.notes["model"] for r in recs] == ["served-7b", "small-1b", "extractive"]
+        assert [r.notes["operation"] for r in recs] == ["chat", "text_completion", "chat"]
 
     def test_token_priced_attempts_pay_their_tokens_and_unknown_cache_stays_unknown(self, pipeline, book):
         st = make_stage(pipeline, resource="tiny-llm")
