@@ -113,3 +113,33 @@ class TestTheRunnerMeasures:
         # Process CPU time covers both threads: never less than what the two consumed between them.
         assert len(spin.thread_cpu) == 2 and measured >= sum(spin.thread_cpu) - 1e-3
         assert measured > max(spin.thread_cpu)
+
+
+class TestTheLedgerKeepsIt:
+    def test_an_older_ledger_gains_the_columns_and_rows_keep_cpu_time_and_shares(self, book, tmp_path):
+        import duckdb
+
+        from ragcost.cost.ledger import Ledger
+
+        path = tmp_path / "old.duckdb"
+        con = duckdb.connect(str(path))  # a ledger written before cpu_seconds / busy_share / tokens_estimated
+        con.execute("CREATE TABLE rc_ledger_stage_calls (id VARCHAR PRIMARY KEY, query_id VARCHAR, run_id VARCHAR, "
+                    "call_id VARCHAR, stage VARCHAR, resource VARCHAR, wall_seconds DOUBLE, items INTEGER, shared_by INTEGER, "
+                    "calls INTEGER, retries INTEGER, failures INTEGER, bytes BIGINT, cost_usd DOUBLE)")
+        con.execute("INSERT INTO rc_ledger_stage_calls VALUES ('old', 'q0', 'r0', 'c0', 'embed', 'cpu', 0.5, 1, 1, 1, 0, 0, 0, 1e-6)")
+        con.close()
+        with Ledger(f"duckdb:///{path}") as led:
+            run = led.start_run("query", "p", "v")
+            rows = [stage_row(U("embed", "cpu2", wall_seconds=0.7, cpu_seconds=0.12), book),
+                    stage_row(U("generate", "gpu", wall_seconds=0.09, busy_share=0.25, tokens_estimated=True), book)]
+            led.record_query(run, {"query_id": "q1"}, rows)
+            with led.engine.connect() as conn:
+                import sqlalchemy as sa
+
+                old = conn.execute(sa.text("SELECT cpu_seconds, busy_share FROM rc_ledger_stage_calls WHERE id = 'old'")).one()
+            _, got = led.read()
+        assert tuple(old) == (None, None)  # older rows read NULL: not measured
+        embed, gen = sorted(got, key=lambda r: r["seq"])
+        assert (embed["cpu_seconds"], embed["busy_share"], embed["tokens_estimated"]) == (0.12, None, False)
+        assert (gen["cpu_seconds"], gen["busy_share"], gen["tokens_estimated"]) == (None, 0.25, True)
+        assert embed["cost_usd"] == pytest.approx(0.12 * PER_CPU_S, rel=1e-15)
