@@ -19,7 +19,6 @@ What counts where:
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -68,8 +67,8 @@ def table_bytes(engine, tables: Iterable[str]) -> int:
     """The store's bytes for ``tables`` (a pipeline's ``rc_<name>_*`` tables) through SQLAlchemy.
 
     PostgreSQL: ``pg_total_relation_size`` (heap, indexes, TOAST) of each table in the current
-    schema. DuckDB: after a CHECKPOINT, the database file's size (with its WAL) times the share of
-    its used storage blocks that hold these tables (other collections and the ledger may share the file).
+    schema. DuckDB: after a CHECKPOINT, the file's storage blocks that hold these tables x the block
+    size (other collections, the ledger and free blocks in the same file are not the pipeline's).
     """
     import sqlalchemy as sa
 
@@ -94,23 +93,18 @@ def _duckdb_share(conn, database: Optional[str], names: list[str]) -> int:
 
     if not database or database == ":memory:":
         return 0
-    path = Path(database).expanduser()
     try:  # rows still in the WAL have no blocks yet: write them to the file first (what closing would do)
         conn.exec_driver_sql("CHECKPOINT")
         conn.commit()
     except sa.exc.DBAPIError:  # another transaction is open: measure what is checkpointed
         conn.rollback()
-    size = sum(os.path.getsize(p) for p in (path, Path(f"{path}.wal")) if p.is_file())
-    every = [r[0] for r in conn.execute(sa.text("SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"))]
-
-    def blocks(tables: list[str]) -> set[int]:
-        out: set[int] = set()
-        for t in tables:
+    block = int(conn.execute(sa.text("SELECT block_size FROM pragma_database_size() WHERE database_name = current_database()")).scalar())
+    have = {r[0] for r in conn.execute(sa.text("SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"))}
+    mine: set[int] = set()
+    for t in names:
+        if t in have:
             lit = t.replace("'", "''")  # a table name from our own schema, quoted as a literal
-            out.update(r[0] for r in conn.execute(sa.text(f"SELECT DISTINCT block_id FROM pragma_storage_info('{lit}') "
-                                                         "WHERE persistent AND block_id >= 0")))
-        return out
-
-    total = blocks(every)
-    mine = blocks([t for t in names if t in set(every)])
-    return int(size * len(mine) / len(total)) if total else 0
+            mine.update(r[0] for r in conn.execute(sa.text(f"SELECT DISTINCT block_id FROM pragma_storage_info('{lit}') "
+                                                          "WHERE persistent AND block_id >= 0")))
+    size = Path(database).expanduser().stat().st_size
+    return min(len(mine) * block, size)

@@ -108,7 +108,7 @@ def run(request, tmp_path_factory) -> Run:
     folder = tmp_path_factory.mktemp(f"reconcile-{request.param}")
     with contextlib.ExitStack() as stack:
         if request.param == "duckdb":
-            store, ledger = f"duckdb:///{folder / 'kb.duckdb'}", f"duckdb:///{folder / 'ledger.duckdb'}"
+            store = ledger = f"duckdb:///{folder / 'kb.duckdb'}"  # the default: the ledger shares the store's file
         else:
             store = ledger = stack.enter_context(postgres_database())
         a = serve(stack, {"zqretry": ["503", "ok"], "zqfallback": ["400"], "zqnousage": ["400"]})
@@ -193,18 +193,14 @@ def store_table_bytes(url: str) -> int:
 
     path = url.split("duckdb:///", 1)[1]
     con = duckdb.connect(path, read_only=True)
-    try:
-        names = [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()]
-
-        def blocks(ts):
-            return {r[0] for t in ts for r in con.execute(
-                f"SELECT block_id FROM pragma_storage_info('{t}') WHERE persistent AND block_id >= 0").fetchall()}
-
-        share = len(blocks([t for t in names if t.startswith("rc_kb_")])) / len(blocks(names))
+    try:  # the blocks of the rc_kb_* tables, each once, at DuckDB's block size
+        block = con.execute("SELECT block_size FROM pragma_database_size()").fetchone()[0]
+        names = [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE table_name LIKE 'rc\\_kb\\_%' ESCAPE '\\'").fetchall()]
+        blocks = {r[0] for t in names for r in con.execute(
+            f"SELECT block_id FROM pragma_storage_info('{t}') WHERE persistent AND block_id >= 0").fetchall()}
     finally:
         con.close()
-    size = os.path.getsize(path) + (os.path.getsize(path + ".wal") if os.path.exists(path + ".wal") else 0)
-    return int(size * share)
+    return min(len(blocks) * block, os.path.getsize(path))
 
 
 def row_usd(row: dict, ram: int, disk: int) -> float:
