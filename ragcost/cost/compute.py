@@ -1,12 +1,20 @@
 """The one place cost is computed, from usage records and a price book.
 
-Time-priced resources. A record is ``items`` requests that kept the instance busy for
+Time-priced resources. CPU (the resource declares ``vcpus``): a call pays the CPU time it
+consumed, ``cpu_seconds * usd_per_hour / 3600 / vcpus`` -- a loaded host that stretches the wall
+time does not raise the bill, and a stage using two threads pays two CPU-seconds per second. A
+record with no ``cpu_seconds`` (built by hand, or a generate attempt timed by its own clock) falls
+back to its wall time. The CPU time is shared by the record's sharers as below, but never by the
+book's ``concurrency`` (consumed CPU time is already one request's own). GPU (no ``vcpus``):
+busy wall time, as follows. A record is ``items`` requests that kept the instance busy for
 ``wall_seconds``. The busy period costs ``wall_seconds * usd_per_hour / 3600`` -- once, however
 many requests shared it. The requests sharing it are ``record.shared_by`` when the runner
 measured them (a batch's items plus concurrent streams), otherwise ``items * concurrency`` (the
 book's declared concurrency: how many such calls the instance runs at once). One request pays
 ``period / sharers``; the record pays ``period * items / sharers``. So N concurrent records that
-each say ``shared_by=N`` together pay the period once, never N times.
+each say ``shared_by=N`` together pay the period once, never N times. A record with
+``busy_share`` set pays ``period * busy_share`` instead (concurrent attempts on one endpoint, each
+paying in proportion to its own duration); the shares of one period sum to 1.
 
 Token-priced resources. ``input_tokens`` are uncached input, ``cached_input_tokens`` cached
 input (``None`` = the server did not say: nothing is billed at the cached price, the uncached
@@ -30,10 +38,15 @@ GIB = 2**30
 STORAGE_STAGE = "storage"
 
 
+def by_cpu_time(record: UsageRecord, res: TimeResource) -> bool:
+    """Whether the record is priced by the CPU time it consumed (a vcpus resource, CPU time measured)."""
+    return res.vcpus is not None and record.cpu_seconds is not None
+
+
 def sharers(record: UsageRecord, book: PriceBook) -> int:
     """How many requests shared this record's busy time (time-priced resources)."""
     res = book.resource(record.resource, f"stage {record.stage!r}")
-    conc = res.concurrency if isinstance(res, TimeResource) else 1
+    conc = res.concurrency if isinstance(res, TimeResource) and not by_cpu_time(record, res) else 1
     n = record.shared_by if record.shared_by is not None else record.items * conc
     if record.items < 1 or n < record.items:
         raise StageError(
@@ -44,9 +57,20 @@ def sharers(record: UsageRecord, book: PriceBook) -> int:
 
 
 def busy_period_cost(record: UsageRecord, book: PriceBook) -> float:
-    """What the instance cost for the record's whole busy period (time-priced only)."""
+    """What the instance cost for the record's whole busy period (time-priced only): its CPU-seconds
+    / vcpus on a CPU resource, else its busy wall seconds."""
     res = _resource(record, book, TimeResource)
+    if by_cpu_time(record, res):
+        return record.cpu_seconds * res.usd_per_hour / 3600.0 / res.vcpus
     return record.wall_seconds * res.usd_per_hour / 3600.0
+
+
+def _check_share(record: UsageRecord) -> float:
+    share = record.busy_share
+    if not (0.0 <= share <= 1.0):  # also refuses nan
+        raise StageError(f"stage {record.stage!r}: usage record has busy_share={share}; it must be within [0, 1] "
+                         "(this record's part of its busy period)")
+    return share
 
 
 def _resource(record: UsageRecord, book: PriceBook, want: type | None = None):
@@ -75,6 +99,8 @@ def cost_of(record: UsageRecord, book: PriceBook) -> float:
     res = _resource(record, book)
     if isinstance(res, TokenResource):
         return token_cost(record, res)
+    if record.busy_share is not None:
+        return busy_period_cost(record, book) * _check_share(record)
     return busy_period_cost(record, book) * record.items / sharers(record, book)
 
 
@@ -83,6 +109,8 @@ def share_of(record: UsageRecord, book: PriceBook) -> float:
     res = _resource(record, book)
     if isinstance(res, TokenResource):
         return token_cost(record, res) / max(record.items, 1)
+    if record.busy_share is not None:
+        return busy_period_cost(record, book) * _check_share(record) / max(record.items, 1)
     return busy_period_cost(record, book) / sharers(record, book)
 
 
@@ -116,6 +144,9 @@ def stage_row(record: UsageRecord, book: PriceBook, call_id: str | None = None) 
         "cached_input_tokens": record.cached_input_tokens,
         "output_tokens": record.output_tokens,
         "bytes": record.bytes,
+        "cpu_seconds": None if record.cpu_seconds is None else float(record.cpu_seconds),
+        "busy_share": None if record.busy_share is None else float(record.busy_share),
+        "tokens_estimated": bool(record.tokens_estimated),
         "cost_usd": share_of(record, book),
     }
 
@@ -136,5 +167,8 @@ def storage_row(ram_bytes: float, disk_bytes: float, book: PriceBook, resource: 
         "cached_input_tokens": None,
         "output_tokens": None,
         "bytes": int(ram_bytes + disk_bytes),
+        "cpu_seconds": None,
+        "busy_share": None,
+        "tokens_estimated": False,
         "cost_usd": storage_cost_per_query(ram_bytes, disk_bytes, book, resource),
     }

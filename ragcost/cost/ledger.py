@@ -16,10 +16,12 @@ Schema
 ``rc_ledger_stage_calls``: one per (query, stage call).
     id (pk), query_id, run_id, call_id (the rows of one batch call share it), seq (stage order
     within the query), stage, resource,
-    wall_seconds, items, shared_by, calls, retries, failures, input_tokens, cached_input_tokens
-    (NULL = the server did not say), output_tokens, bytes -- these are the *call's* totals, so
-    sum them over distinct call_id -- and cost_usd, *this query's* share of the call, so sum it
-    over rows. Amortised storage is a row with stage 'storage' and calls 0.
+    wall_seconds, cpu_seconds (process CPU time; NULL = not measured), items, shared_by, calls,
+    retries, failures, input_tokens, cached_input_tokens (NULL = the server did not say),
+    output_tokens, tokens_estimated (the counts were counted or estimated, not reported), bytes --
+    these are the *call's* totals, so sum them over distinct call_id -- busy_share (this row's
+    share of its busy period, NULL = items / shared_by) and cost_usd, *this query's* share of the
+    call, so sum it over rows. Amortised storage is a row with stage 'storage' and calls 0.
 
 Migrations are additive: missing tables and columns are created, nothing is ever dropped.
 Each query's rows are written in one transaction: a crash leaves no partial query.
@@ -90,10 +92,15 @@ stage_calls = sa.Table(
     sa.Column("output_tokens", sa.BigInteger),
     sa.Column("bytes", sa.BigInteger, nullable=False),
     sa.Column("cost_usd", sa.Double, nullable=False),
+    # Added by the cost-truth pass (additive: older rows read NULL).
+    sa.Column("cpu_seconds", sa.Double),  # process CPU time of the call; NULL = not measured
+    sa.Column("busy_share", sa.Double),  # this row's share of its busy period; NULL = items / shared_by
+    sa.Column("tokens_estimated", sa.Boolean),  # token counts counted/estimated here, not the server's
 )
 
 _STAGE_DEFAULTS = {"items": 1, "calls": 1, "retries": 0, "failures": 0, "bytes": 0, "wall_seconds": 0.0,
-                   "input_tokens": None, "cached_input_tokens": None, "output_tokens": None}
+                   "input_tokens": None, "cached_input_tokens": None, "output_tokens": None,
+                   "cpu_seconds": None, "busy_share": None, "tokens_estimated": False}
 
 
 def utcnow() -> datetime:

@@ -1,18 +1,110 @@
-"""The one storage formula: the bytes an index keeps in RAM and on disk, as query, eval and plan charge them."""
+"""The one storage formula: the bytes a pipeline keeps in RAM and on disk, as query, eval and plan charge them.
+
+What counts where:
+
+- **RAM** (what the serving process keeps resident): the index (``index_bytes``, the backend's
+  own accounting); the float32 exact-scan copy (the artifact's ``vectors-*.npy``, memory-mapped,
+  read by filtered exact scans and re-scoring) -- *only when the index does not itself hold every
+  vector at float32* (hnswlib; faiss flat / hnsw / ivf_flat at precision float32), so a vector is
+  never charged twice; the BM25 index when a hybrid stage exists (bm25s loads it whole: its
+  folder's bytes).
+- **Disk** (every file kept): the artifact's measured files (index, vectors, labels; without
+  files -- an eval candidate, a plan -- what a build would write: index + float32 vectors +
+  int64 labels); the BM25 folder; the store's bytes for the pipeline's own tables (documents,
+  chunks with their texts and vectors, metadata). The store counts on disk only: the database
+  serves from its files through its own cache.
+
+``plan`` calls :func:`storage_bytes` with its estimated index bytes and :func:`holds_float32`.
+"""
 
 from __future__ import annotations
 
-from typing import Optional
+from pathlib import Path
+from typing import Iterable, Optional
 
 LABEL_BYTES = 8  # int64 chunk labels, saved beside the index
 EXACT_COPY_BYTES = 4  # float32 per dimension: the exact-scan copy kept beside the index
+# (backend, kind) whose index stores every vector in full when its precision is float32.
+_FULL_FLOAT32 = {("hnswlib", "hnsw"), ("faiss", "flat"), ("faiss", "hnsw"), ("faiss", "ivf_flat")}
 
 
-def storage_bytes(index_bytes: int, vector_count: int, dim: int, file_bytes: Optional[int] = None,
-                  extra_ram: int = 0, extra_disk: int = 0) -> tuple[int, int]:
-    """(RAM, disk) bytes: the index, plus the float32 exact-scan copy that filtered search and
-    re-scoring read, plus ``extra`` (a BM25 index, the store's tables). ``file_bytes`` is what the
-    artifact measured on disk; without files (an eval candidate) disk is RAM plus the labels."""
-    ram = int(index_bytes) + int(vector_count) * int(dim) * EXACT_COPY_BYTES
-    disk = int(file_bytes) if file_bytes is not None else ram + int(vector_count) * LABEL_BYTES
-    return ram + int(extra_ram), disk + int(extra_disk)
+def holds_float32(backend: str, kind: str, precision: str) -> bool:
+    """Whether the index itself stores every vector at float32 (then the exact-scan copy adds no RAM).
+
+    hnswlib keeps the float32 vectors in its graph's level 0; faiss ``Flat`` storage (kinds flat,
+    hnsw, ivf_flat at precision float32) keeps them as its codes. PQ, scalar-quantised and binary
+    indexes do not, and an unknown backend is assumed not to (the copy is counted).
+    """
+    return precision == "float32" and (backend, kind) in _FULL_FLOAT32
+
+
+def exact_copy_bytes(vector_count: int, dim: int) -> int:
+    return int(vector_count) * int(dim) * EXACT_COPY_BYTES
+
+
+def storage_bytes(index_bytes: int, vector_count: int, dim: int, file_bytes: Optional[int] = None, *,
+                  holds_vectors: bool = False, bm25_bytes: int = 0, store_bytes: int = 0) -> tuple[int, int]:
+    """(RAM, disk) bytes by the rules in the module docstring.
+
+    ``holds_vectors``: :func:`holds_float32` of the index; ``file_bytes``: what the artifact measured
+    on disk (None: no files yet); ``bm25_bytes``: the BM25 folder; ``store_bytes``: the pipeline's tables.
+    """
+    copy = exact_copy_bytes(vector_count, dim)
+    ram = int(index_bytes) + (0 if holds_vectors else copy) + int(bm25_bytes)
+    files = int(file_bytes) if file_bytes is not None else int(index_bytes) + copy + int(vector_count) * LABEL_BYTES
+    return ram, files + int(bm25_bytes) + int(store_bytes)
+
+
+def folder_bytes(path: Path | str) -> int:
+    """Bytes of the regular files under ``path`` (0 when it does not exist)."""
+    root = Path(path)
+    if not root.is_dir():
+        return 0
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def table_bytes(engine, tables: Iterable[str]) -> int:
+    """The store's bytes for ``tables`` (a pipeline's ``rc_<name>_*`` tables) through SQLAlchemy.
+
+    PostgreSQL: ``pg_total_relation_size`` (heap, indexes, TOAST) of each table in the current
+    schema. DuckDB: after a CHECKPOINT, the file's storage blocks that hold these tables x the block
+    size (other collections, the ledger and free blocks in the same file are not the pipeline's).
+    """
+    import sqlalchemy as sa
+
+    names = sorted(set(tables))
+    if not names:
+        return 0
+    backend = engine.url.get_backend_name()
+    with engine.connect() as conn:
+        if backend == "postgresql":
+            q = sa.text("SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                        "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                        "WHERE n.nspname = current_schema() AND c.relkind = 'r' AND c.relname IN :names"
+                        ).bindparams(sa.bindparam("names", expanding=True))
+            return int(conn.execute(q, {"names": names}).scalar())
+        if backend == "duckdb":
+            return _duckdb_share(conn, engine.url.database, names)
+    return 0
+
+
+def _duckdb_share(conn, database: Optional[str], names: list[str]) -> int:
+    import sqlalchemy as sa
+
+    if not database or database == ":memory:":
+        return 0
+    try:  # rows still in the WAL have no blocks yet: write them to the file first (what closing would do)
+        conn.exec_driver_sql("CHECKPOINT")
+        conn.commit()
+    except sa.exc.DBAPIError:  # another transaction is open: measure what is checkpointed
+        conn.rollback()
+    block = int(conn.execute(sa.text("SELECT block_size FROM pragma_database_size() WHERE database_name = current_database()")).scalar())
+    have = {r[0] for r in conn.execute(sa.text("SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"))}
+    mine: set[int] = set()
+    for t in names:
+        if t in have:
+            lit = t.replace("'", "''")  # a table name from our own schema, quoted as a literal
+            mine.update(r[0] for r in conn.execute(sa.text(f"SELECT DISTINCT block_id FROM pragma_storage_info('{lit}') "
+                                                          "WHERE persistent AND block_id >= 0")))
+    size = Path(database).expanduser().stat().st_size
+    return min(len(mine) * block, size)

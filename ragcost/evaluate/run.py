@@ -6,7 +6,7 @@ bytes. Retrieval is per document: chunks are fetched ``fetch_multiplier`` x deep
 documents wanted and collapsed to each document's best chunk (searching wider when too few
 documents came back). Dollars come from ragcost.cost.compute and the pipeline's price book:
 the query's embedding share + its search time on the time resource + extra stages + amortised
-storage of the index and the float32 copy kept beside it (as ``Pipeline.storage_bytes``).
+storage by the one formula (``ragcost.cost.storage``: the index, the float32 copy unless it holds it).
 """
 
 from __future__ import annotations
@@ -332,7 +332,7 @@ class _Evaluator:
                extra_records: list[UsageRecord]) -> None:
         """Useful documents by the qrels and every dollar: query embedding, search, extra stages, storage."""
         from ragcost.cost.compute import cost_of, storage_cost_per_query
-        from ragcost.cost.storage import storage_bytes
+        from ragcost.cost.storage import holds_float32, storage_bytes
         from ragcost.cost.useful import QrelsJudge, cost_per_useful
 
         judge = QrelsJudge(self.qrels)
@@ -348,7 +348,8 @@ class _Evaluator:
         ]
         r.index_bytes = int(index.nbytes())
         n = len(self.corpus.labels)
-        per_query_storage = storage_cost_per_query(*storage_bytes(r.index_bytes, n, c.dim), self.book)
+        held = holds_float32(c.index_config.backend, c.index_config.kind, c.precision)
+        per_query_storage = storage_cost_per_query(*storage_bytes(r.index_bytes, n, c.dim, holds_vectors=held), self.book)
         r.total_usd = sum(cost_of(x, self.book) for x in records) + per_query_storage * nq
         r.queries = nq
         r.usd_per_1k_queries = r.total_usd / nq * 1000 if nq else 0.0

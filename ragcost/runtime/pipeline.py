@@ -32,6 +32,7 @@ class Pipeline:
         self._stages: Optional[list[Stage]] = None
         self._store: Any = None
         self._artifact: Any = None
+        self._storage: Optional[tuple[int, int]] = None
 
     @classmethod
     def load(cls, path: str | Path) -> "Pipeline":
@@ -204,11 +205,35 @@ class Pipeline:
             s.warm_up()
 
     def storage_bytes(self) -> tuple[int, int]:
-        """(RAM, disk) bytes the index keeps, by the one storage formula (ragcost.cost.storage)."""
-        from ragcost.cost.storage import storage_bytes
+        """(RAM, disk) bytes by the one storage formula (:mod:`ragcost.cost.storage`): the index, the
+        exact-scan copy unless the index holds it, the BM25 index of a hybrid stage, the store's
+        tables. Measured once per loaded pipeline, so every query of a run is charged the same."""
+        if self._storage is None:
+            from ragcost.cost.storage import holds_float32, storage_bytes
 
-        m = self.artifact().manifest
-        return storage_bytes(m.index_bytes, m.vector_count, m.dim, m.file_bytes)
+            m = self.artifact().manifest
+            self._storage = storage_bytes(
+                m.index_bytes, m.vector_count, m.dim, m.file_bytes, holds_vectors=holds_float32(m.backend, m.kind, m.precision),
+                bm25_bytes=self.bm25_bytes(), store_bytes=self.store_bytes())
+        return self._storage
+
+    def bm25_bytes(self) -> int:
+        """The BM25 folder of each hybrid re-rank stage (0 without one)."""
+        from ragcost.stages.rerank.hybrid import Hybrid
+        from ragcost.stages.rerank.stage import Rerank
+
+        return sum(st.backend.index_bytes() for st in self.stages() if isinstance(st, Rerank) and isinstance(st.backend, Hybrid))
+
+    def store_bytes(self) -> int:
+        """The store's bytes for this pipeline's own tables (DuckDB file share, or PostgreSQL relation sizes);
+        0 for a store that is not SQL (a plugin), which has no tables to measure here."""
+        from ragcost.cost.storage import table_bytes
+        from ragcost.store.sql import SQLStore
+
+        store = self.store()
+        if not isinstance(store, SQLStore):
+            return 0
+        return table_bytes(store.engine, [t.name for t in store.tables.md.sorted_tables])
 
     def storage_usd_per_query(self) -> float:
         from ragcost.cost.compute import storage_cost_per_query

@@ -1,6 +1,7 @@
 """The one runner: ``ragcost query`` and ``ragcost eval`` both run stages through it.
 
-It times every stage call (wall seconds, items, calls), prices it from the price book
+It times every stage call (wall seconds for latency, and process CPU seconds -- all threads,
+``time.process_time`` -- which CPU resources are priced by), counts items and calls, prices it from the price book
 (``ragcost.cost.compute``, the one place cost is computed) and keeps which queries each call
 served, so the ledger charges a batch call only to those queries. A stage that reports
 per-query records (``QueryState.usage``: generate attempts) has those priced instead of the
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from time import perf_counter
+from time import perf_counter, process_time
 from typing import Optional, Sequence
 
 from ragcost.cost.compute import cost_of
@@ -78,17 +79,17 @@ class Runner:
         for s in active:
             s.usage = []
         rec = UsageRecord(stage=stage.name, resource=stage.resource, items=len(active))
-        t0 = perf_counter()
+        c0, t0 = process_time(), perf_counter()
         try:
             stage.run(active, rec)
         except RagcostError:
             raise
         except Exception as e:  # a stage bug or a library failure: recorded, named, and raised
-            rec.wall_seconds = perf_counter() - t0
+            _measured(rec, t0, c0)
             rec.failures += 1
             result.calls.append(StageCall(rec, cost_of(rec, self.book), served=active))
             raise StageError(f"stage {stage.name!r} failed: {type(e).__name__}: {e}") from e
-        rec.wall_seconds = perf_counter() - t0
+        _measured(rec, t0, c0)
         shared = [s for s in active if not s.usage]
         for s in active:
             for own in s.usage:
@@ -100,3 +101,9 @@ class Runner:
             if len(shared) != len(active):
                 rec.items = len(shared)
             result.calls.append(StageCall(rec, cost_of(rec, self.book), served=shared))
+
+
+def _measured(rec: UsageRecord, t0: float, c0: float) -> None:
+    """Wall and process CPU time (every thread) since (t0, c0): the runner measures, never the stage."""
+    rec.wall_seconds = perf_counter() - t0
+    rec.cpu_seconds = max(process_time() - c0, 0.0)

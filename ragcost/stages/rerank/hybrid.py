@@ -152,6 +152,12 @@ class Hybrid(Reranker):
     def warm_up(self) -> None:
         self.index()
 
+    def index_bytes(self) -> int:
+        """Bytes of the BM25 index's folder (loaded whole into RAM by bm25s): what storage charges."""
+        from ragcost.cost.storage import folder_bytes
+
+        return folder_bytes(self.index().path)
+
     def index(self) -> BM25Index:
         if self._index is None:
             self._index = build_bm25(self.ctx, self.params.stopwords)
