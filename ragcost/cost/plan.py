@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
-from ragcost.cost.storage import storage_bytes
+from ragcost.cost.storage import holds_float32, storage_bytes
 from ragcost.errors import ConfigError
 
 # Bytes per value of a model dtype (KV cache and weights).
@@ -113,7 +113,9 @@ def index_ram_bytes(n: int, dim: int, precision: str = "float32", kind: str = "f
     exact-scan copy, when the formula counts it) comes from :func:`ragcost.cost.storage.storage_bytes`.
     """
     own = int(index_bytes(n, dim, precision, kind, M=M, pq_m=pq_m, nbits=nbits))
-    ram, _disk = storage_bytes(own, n, dim)
+    # hnsw as hnswlib builds it (the default backend); the other kinds are faiss's.
+    backend = "hnswlib" if kind == "hnsw" else "faiss"
+    ram, _disk = storage_bytes(own, n, dim, holds_vectors=holds_float32(backend, kind, precision))
     return ram, own
 
 

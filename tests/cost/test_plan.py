@@ -13,7 +13,7 @@ from ragcost.cost.plan import (
     human_bytes, index_bytes, index_ram_bytes, kv_bytes_per_token, model_shape_from_config, num, payback_months,
     sequences_that_fit, usd_per_million_tokens,
 )
-from ragcost.cost.storage import storage_bytes
+from ragcost.cost.storage import holds_float32, storage_bytes
 from ragcost.errors import ConfigError
 
 
@@ -76,7 +76,8 @@ class TestCapacity:
     def test_index_ram_is_the_storage_formula_query_and_eval_charge(self, kind, kw):
         ram, own = index_ram_bytes(1000, 384, "float32", kind, **kw)
         assert own == index_bytes(1000, 384, "float32", kind, **kw)
-        assert ram == storage_bytes(own, 1000, 384)[0]
+        backend = "hnswlib" if kind == "hnsw" else "faiss"
+        assert ram == storage_bytes(own, 1000, 384, holds_vectors=holds_float32(backend, kind, "float32"))[0]
 
     def test_index_errors_name_the_choices(self):
         with pytest.raises(ConfigError, match="kind 'lsh'.*flat, hnsw"):

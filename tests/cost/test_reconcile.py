@@ -10,8 +10,7 @@ measured here, and every figure of ``query --json``, ``report --json`` and the l
 to 1e-12.
 
 The generate-stage accounting rules (busy periods per endpoint, shares by duration, the stage's own
-time as a row, estimated tokens for a stream without usage) are checked by the tests marked
-``xfail(strict=True)``: they flip to passing when that work lands.
+time as a row, estimated tokens for a stream without usage) have tests of their own below.
 """
 
 from __future__ import annotations
@@ -319,11 +318,9 @@ class TestEveryDollarReconciles:
 
 # ---- the generate-stage accounting rules (issue 12, build 3) ------------------------------------
 
-GEN_ACCT = pytest.mark.xfail(strict=True, reason="needs the generate-stage accounting (gen-acct branch)")
 
 
 class TestGenerationAccounting:
-    @GEN_ACCT
     def test_busy_periods_are_per_endpoint_not_per_resource_label(self, run):
         periods: dict[str, set[str]] = {}
         for r, _ in attempts(run):
@@ -332,7 +329,6 @@ class TestGenerationAccounting:
         assert periods.keys() == {"a", "b"}
         assert not periods["a"] & periods["b"]  # two servers on one label are two busy periods
 
-    @GEN_ACCT
     def test_attempts_share_their_endpoints_busy_period_by_duration(self, run):
         groups: dict[str, list[tuple[dict, Any]]] = {}
         for r, c in attempts(run):
@@ -347,14 +343,15 @@ class TestGenerationAccounting:
             period = members[0][0]["wall_seconds"] * BOOK["resources"]["llm"]["usd_per_hour"] / 3600
             assert math.isclose(sum(r["cost_usd"] for r, _ in members), period, rel_tol=1e-9)  # paid once
 
-    @GEN_ACCT
     def test_a_stream_without_usage_is_billed_estimated_tokens(self, run):
         [row] = [r for r, _ in attempts(run) if r["stage"] == "generate/c"]
         assert row["tokens_estimated"] is True
-        assert row["input_tokens"] and row["input_tokens"] > 0 and row["output_tokens"] == 5
-        assert row["cost_usd"] > 5 * 2.0 / 1e6  # input billed too, not only the counted chunks
+        answer = next(q["answer"] for q in run.query_json["queries"] if q["text"] == QUERIES[2][1])
+        # No tokenizer configured: ~4 characters a token of the text received, never fewer than the chunks.
+        assert row["output_tokens"] == max((len(answer) + 3) // 4, 5)
+        assert row["input_tokens"] and row["input_tokens"] > 0
+        assert row["cost_usd"] > row["output_tokens"] * 2.0 / 1e6  # input billed too, not only the output
 
-    @GEN_ACCT
     def test_the_stages_own_time_outside_attempts_is_a_row_on_the_pipeline_resource(self, run):
         for text, rows in by_query(run).items():
             if text == QUERIES[3][1]:
