@@ -44,6 +44,63 @@ def results_table(run: Any) -> Any:
     return t
 
 
+def stage_table(r: Any) -> Any:
+    """One configuration's dollars per stage (storage last) and per useful document."""
+    from rich.table import Table
+
+    from ragcost.cost.fmt import money_column
+
+    t = Table(title=f"{_m(r.name)}: $ per stage, {r.queries} queries", header_style="bold", pad_edge=False)
+    for h in ("stage", "$", "useful", "$/useful"):
+        t.add_column(h, justify="left" if h == "stage" else "right")
+    usd = money_column([s["usd"] for s in r.stages] + [r.total_usd])
+    per = money_column([s["usd_per_useful"] for s in r.stages] + [r.usd_per_useful], missing="n/a (0 useful)")
+    for s, u, p in zip(r.stages, usd, per):
+        t.add_row(_m(s["stage"]), u, str(s["useful"]), p)
+    t.add_row("total", usd[-1], str(r.useful), per[-1], style="bold")
+    return t
+
+
+def calibration_line(r: Any) -> str:
+    from ragcost.evaluate.calibrate import Calibration
+
+    return Calibration(**r.calibration).line() if r.calibration else "not calibrated"
+
+
+def _write_threshold(out: Any, ls: Any, run: Any, rec: Any) -> None:
+    """Store the recommended configuration's threshold in the pipeline, if its scores are on the pipeline's scale."""
+    from datetime import date
+
+    from ragcost.runtime.writeback import write_useful_threshold
+
+    cal = rec.calibration or {}
+    if cal.get("threshold") is None:
+        raise ConfigError(f"--write: {calibration_line(rec)}; nothing written to {ls.pipeline_path}")
+    _same_scale(ls, rec)
+    note = (f"`ragcost eval {ls.path}` on {run.dataset} ({run.queries} queries), config {rec.name}: precision "
+            f"{cal['precision']:.3f} >= {cal['target_precision']:g}, recall {cal['recall']:.3f}, {date.today().isoformat()}")
+    write_useful_threshold(ls.pipeline_path, cal["threshold"], note)
+    out.print(f"wrote useful: {{judge: score, threshold: {cal['threshold']:g}}} to {_m(str(ls.pipeline_path))}", highlight=False)
+
+
+def _same_scale(ls: Any, rec: Any) -> None:
+    """A threshold fitted on one score scale is refused for a pipeline whose last scoring stage gives another."""
+    from ragcost.runtime.load import load_pipeline
+    from ragcost.runtime.writeback import last_scoring_scale
+    from ragcost.stages.base import COSINE, stage_registry
+
+    lp = load_pipeline(ls.pipeline_path)
+    want, by = last_scoring_scale(lp.stage_specs)
+    got = COSINE
+    if rec.rerank is not None:
+        cls = stage_registry.get("rerank")
+        got = cls.scale_of(cls.Params(**rec.rerank)) or COSINE
+    if got.name != want.name:
+        raise ConfigError(f"--write: {rec.name} was scored on the {got.name} scale but the last scoring stage of "
+                          f"{ls.pipeline_path} ({by!r}) gives {want.name} scores; add that stage to the pipeline "
+                          f"(or evaluate a grid entry like the pipeline) and run again; nothing written")
+
+
 def _progress_runner(console: Any):
     """A (run_eval progress callback, context manager) pair: rich bars on a terminal, plain lines elsewhere."""
     from contextlib import nullcontext
@@ -87,6 +144,7 @@ def eval_(
     compare: Optional[tuple[str, str]] = typer.Option(None, "--compare", help="show what changed between two recorded eval runs (ids, id prefixes, 'previous', 'last')"),
     max_queries: Optional[int] = typer.Option(None, "--max-queries", help="evaluate only the first N judged queries"),
     cache_dir: Path = typer.Option(Path(".ragcost/eval"), "--cache-dir", help="where corpus and query vectors are cached"),
+    write: bool = typer.Option(False, "--write", help="store the recommended configuration's calibrated useful threshold in the pipeline YAML (useful: {judge: score, threshold: X})"),
 ) -> None:
     """Compare index and embedding configurations on a dataset's relevance judgments: quality, latency, bytes, dollars."""
     from rich.console import Console
@@ -130,6 +188,10 @@ def eval_(
     if rec:
         out.print(f"recommended: [bold]{_m(rec.name)}[/] — cheapest by $ per useful document ({_money(rec.usd_per_useful)}) "
                   f"within {run.within_pct:g}% of the best {run.quality} ({rec.metrics[run.quality]:.4f})", highlight=False)
+        out.print(stage_table(rec))
+        out.print(f"useful threshold for {_m(rec.name)}: {_m(calibration_line(rec))}", highlight=False)
+    elif write:
+        raise ConfigError("--write: no configuration was measured, so there is no threshold to store")
     if not no_ledger:  # the run id first, so the files carry it; a ledger that cannot open must not lose them
         url = ledger or run.store_url
         try:
@@ -137,10 +199,12 @@ def eval_(
             out.print(f"recorded eval run {run.run_id} in {_m(url)} (tables rc_ledger_runs, rc_eval_results)", highlight=False)
         except StoreError as e:
             failed = e
-    for path, write in ((csv, res.write_csv), (parquet, res.write_parquet), (html, write_html)):
+    for path, writer in ((csv, res.write_csv), (parquet, res.write_parquet), (html, write_html)):
         if path is not None:
-            write(run, path)
+            writer(run, path)
             out.print(f"wrote {_m(path)}", highlight=False)
+    if write and rec:
+        _write_threshold(out, ls, run, rec)
     if failed is not None:
         raise StoreError(f"results not recorded: {failed}; the files above were written; rerun with --ledger URL or --no-ledger")
     out.print(f"done in {run.wall_seconds:.0f}s", highlight=False)

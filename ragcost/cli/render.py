@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from ragcost.cli.text import plain, terminal_safe
+from ragcost.cost.fmt import money_column
 from ragcost.runtime.query import QueryRun
 
 
@@ -12,6 +13,17 @@ def _usd(x: float) -> str:
     if x != x or x in (float("inf"), float("-inf")):
         return "n/a"
     return f"${x:.8f}" if x < 0.01 else f"${x:.4f}"
+
+
+NO_USEFUL = "n/a (0 useful)"
+
+
+def _ms(x: float) -> str:
+    return f"{x:.1f}" if x < 1000 else f"{x:.0f}"
+
+
+def _per_useful(x: Optional[float]) -> str:
+    return NO_USEFUL if x is None else _usd(x)
 
 
 def _snippet(text: str, n: int = 140) -> str:
@@ -41,20 +53,35 @@ def print_results(run: QueryRun, show_hits: bool = True, streamed: bool = False)
             extra = f", {s.notes['matches']} chunks match the filter" if "matches" in s.notes else ""
             console.print(plain(f"retrieval strategy: {s.notes.get('strategy', '-')}{extra}; {len(s.hits)} results"))
             _print_answer(console, s, streamed)
-    st = Table(title=plain(f"stages ({len(run.states)} queries, price book {run.price_book_version})"), title_justify="left")
-    for col, just in (("stage", "left"), ("resource", "left"), ("calls", "right"), ("items", "right"), ("p50 ms", "right"), ("p95 ms", "right"), ("$", "right")):
-        st.add_column(col, justify=just)  # type: ignore[arg-type]
-    for s in run.stage_stats():
-        st.add_row(plain(s.stage), plain(s.resource), str(s.calls), str(s.items), f"{s.pct_ms(50):.1f}", f"{s.pct_ms(95):.1f}", _usd(s.cost_usd))
-    st.add_row("index storage", "storage", "-", str(len(run.states)), "-", "-", _usd(run.storage_usd))
-    st.add_row("total", "", "", "", "", "", _usd(run.total_usd), style="bold")
+    from ragcost.cost.report import FittedTable
+
+    stats = run.stage_stats()
+    n_useful = run.useful_total
+    # One notation per column (scientific when small), so a tiny guard call never reads as $0.00000000.
+    usd = money_column([s.cost_usd for s in stats] + [run.storage_usd, run.total_usd])
+    per = money_column([s.usd_per_useful for s in stats] + [run.storage_usd_per_useful, run.usd_per_useful], missing=NO_USEFUL)
+    cells = [[plain(s.stage), plain(s.resource), str(s.calls), str(s.items), _ms(s.pct_ms(50)), _ms(s.pct_ms(95)),
+              usd[i], str(s.useful), per[i]] for i, s in enumerate(stats)]
+    cells.append(["index storage", "storage", "-", str(len(run.states)), "-", "-", usd[-2], str(n_useful), per[-2]])
+    cells.append(["total", "", "", "", "", "", usd[-1], str(n_useful), per[-1]])
+    headers = ["stage", "resource", "calls", "items", "p50 ms", "p95 ms", "$", "useful", "$/useful"]
+    if len(run.states) == 1:  # one query: every call served one item, so the column says nothing
+        headers.pop(3)
+        cells = [row[:3] + row[4:] for row in cells]
+    st = FittedTable(headers, cells, simple=True, names=2, title=plain(f"stages ({len(run.states)} queries, price book {run.price_book_version})"),
+                     title_justify="left")
     console.print(st)
     from ragcost.generate.summary import summary_line, timing_summary
 
     for stage, g in timing_summary(run.calls).items():
         console.print(plain(summary_line(stage, g)), highlight=False)
     n = max(len(run.states), 1)
-    console.print(f"$ per query {_usd(run.total_usd / n)}  ·  $ per 1k queries {_usd(run.total_usd / n * 1000)}")
+    console.print(f"$ per query {_usd(run.total_usd / n)}  ·  $ per 1k queries {_usd(run.total_usd / n * 1000)}", highlight=False)
+    console.print(f"$ per useful document {_per_useful(run.usd_per_useful)}  ·  {plain(_judge_line(run))}", highlight=False)
+
+
+def _judge_line(run: QueryRun) -> str:
+    return f"{run.useful_total} useful by judge {run.judge}" if run.judge else f"{run.useful_total} useful"
 
 
 def _print_answer(console, s, streamed: bool) -> None:
@@ -87,16 +114,22 @@ def results_json(run: QueryRun) -> dict[str, Any]:
                 "answer": s.answer,
                 "citations": s.citations,
                 "error": s.error,
+                "useful": n_useful,
                 "hits": [{"doc_id": h.doc_id, "title": h.title, "score": h.score, "chunk_no": h.chunk_no, "text": h.text, "metadata": h.metadata} for h in s.hits],
             }
-            for s in run.states
+            for s, n_useful in zip(run.states, run.useful or [0] * len(run.states))
         ],
         "stages": [
-            {"stage": s.stage, "resource": s.resource, "calls": s.calls, "items": s.items, "p50_ms": s.pct_ms(50), "p95_ms": s.pct_ms(95), "p99_ms": s.pct_ms(99), "usd": s.cost_usd, "notes": s.notes}
+            {"stage": s.stage, "resource": s.resource, "calls": s.calls, "items": s.items, "p50_ms": s.pct_ms(50), "p95_ms": s.pct_ms(95),
+             "p99_ms": s.pct_ms(99), "usd": s.cost_usd, "useful": s.useful, "usd_per_useful": s.usd_per_useful, "notes": s.notes}
             for s in run.stage_stats()
         ],
         "generation": timing_summary(run.calls),
         "storage_usd": run.storage_usd,
+        "storage_usd_per_useful": run.storage_usd_per_useful,
         "total_usd": run.total_usd,
         "usd_per_query": run.total_usd / max(len(run.states), 1),
+        "useful": run.useful_total,
+        "useful_judge": run.judge,
+        "usd_per_useful": run.usd_per_useful,  # null: no useful document was delivered
     }

@@ -9,6 +9,8 @@ It reads two shapes of input that hold the same fields:
   Rows of one batch call share a ``call_id`` and give one latency sample between them.
 
 A record or row with ``calls == 0`` is not a call (amortised storage): it adds dollars, not latency.
+Each stage keeps the keys of the queries it served (a row's ``query_id``, a call's ``query_ids``),
+so its dollars can be set against the useful documents of those same queries (:func:`useful_by_stage`).
 Tokens stay None until some call reports them, so "the server did not say" is never a 0.
 Percentiles come from :mod:`ragcost.cost.stats`.
 """
@@ -43,6 +45,7 @@ class StageAgg:
     walls: list[float] = field(default_factory=list)  # wall seconds, one per distinct call
     samples: dict[str, list[float]] = field(default_factory=dict)  # other named latencies (ttft_s ...)
     notes: dict[str, dict[str, Any]] = field(default_factory=dict)  # counters a stage reported, summed
+    query_ids: set[str] = field(default_factory=set)  # the queries this stage served
     _call_ids: set[str] = field(default_factory=set, repr=False)
 
     @property
@@ -78,6 +81,9 @@ class StageAgg:
         if e.get("cached_input_tokens") is None and e.get("input_tokens") is not None:
             self.unknown_cached += 1
         self.usd += float(e.get("cost_usd") or 0.0)
+        if e.get("query_id") is not None:
+            self.query_ids.add(str(e["query_id"]))
+        self.query_ids.update(str(q) for q in e.get("query_ids") or ())
         if e.get("calls"):
             self._add_wall(e.get("call_id"), float(e.get("wall_seconds") or 0.0))
 
@@ -101,9 +107,10 @@ class StageAgg:
                 self.samples[key].append(float(notes[key]))
 
 
-def record_entry(record: UsageRecord, cost_usd: float, call_id: Optional[str] = None) -> dict[str, Any]:
-    """A priced record in ledger-row shape (``call_id`` None: a call of its own)."""
-    return {
+def record_entry(record: UsageRecord, cost_usd: float, call_id: Optional[str] = None,
+                 query_ids: Iterable[str] = ()) -> dict[str, Any]:
+    """A priced record in ledger-row shape (``call_id`` None: a call of its own), with the queries it served."""
+    return {"query_ids": tuple(query_ids),
         "stage": record.stage, "resource": record.resource, "wall_seconds": record.wall_seconds,
         "items": record.items, "calls": record.calls, "retries": record.retries, "failures": record.failures,
         "input_tokens": record.input_tokens, "cached_input_tokens": record.cached_input_tokens,
@@ -111,15 +118,15 @@ def record_entry(record: UsageRecord, cost_usd: float, call_id: Optional[str] = 
     }
 
 
-def by_stage_of_calls(calls: Iterable[tuple[UsageRecord, float]], sample_keys: Sequence[str] = ()) -> dict[str, StageAgg]:
-    """Priced records (record, its dollars) summed per stage; each record is one call.
+def by_stage_of_calls(calls: Iterable[tuple], sample_keys: Sequence[str] = ()) -> dict[str, StageAgg]:
+    """Priced records ``(record, its dollars[, keys of the queries it served])`` summed per stage; each record is one call.
 
     ``sample_keys`` names notes (e.g. ``ttft_s``) kept as latency samples of the calls that did not fail.
     """
     out: dict[str, StageAgg] = {}
-    for record, usd in calls:
+    for record, usd, *served in calls:
         agg = out.setdefault(record.stage, StageAgg(record.stage))
-        agg.add(record_entry(record, usd))
+        agg.add(record_entry(record, usd, query_ids=served[0] if served else ()))
         agg.add_notes(record.notes, sample_keys if record.failures == 0 else ())
     return out
 
@@ -130,3 +137,8 @@ def by_stage_of_rows(rows: Iterable[Mapping[str, Any]]) -> dict[str, StageAgg]:
     for r in rows:
         out.setdefault(r["stage"], StageAgg(r["stage"])).add(r, share=max(int(r["items"] or 1), 1))
     return out
+
+
+def useful_by_stage(aggs: Mapping[str, StageAgg], useful: Mapping[str, int]) -> dict[str, int]:
+    """Per stage, the useful documents of the queries it served (``useful``: query key -> its count)."""
+    return {name: sum(int(useful.get(q) or 0) for q in agg.query_ids) for name, agg in aggs.items()}

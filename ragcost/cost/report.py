@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Optional, Sequence
 
-from ragcost.cost.aggregate import StageAgg, by_stage_of_rows
+from ragcost.cost.aggregate import StageAgg, by_stage_of_rows, useful_by_stage
 from ragcost.cost.fmt import json_safe, money, money_column
 from ragcost.cost.ledger import Ledger
 from ragcost.cost.stats import PERCENTILE_METHOD
@@ -42,6 +42,8 @@ class StageRow:
     usd: float
     usd_per_query: float
     share: Optional[float]  # of the total dollars; None when the total is 0
+    useful: int = 0  # useful documents of the queries this stage served
+    usd_per_useful: Optional[float] = None  # the stage's dollars / those useful documents; None = 0 useful
 
 
 @dataclass
@@ -78,7 +80,7 @@ def _div(a: float, b: float) -> Optional[float]:
     return a / b if b else None
 
 
-def _stage_row(s: StageAgg, n: int, total: float) -> StageRow:
+def _stage_row(s: StageAgg, n: int, total: float, useful: int) -> StageRow:
     """One stage's line: per-query figures are the stage's per-query shares over the n queries."""
     p50, p95, p99 = s.latency((50, 95, 99))
     tin, tcached, tout = (float(x or 0.0) for x in (s.input_tokens, s.cached_input_tokens, s.output_tokens))
@@ -88,7 +90,7 @@ def _stage_row(s: StageAgg, n: int, total: float) -> StageRow:
         input_tokens_per_query=_div(tin, n) or 0.0, cached_input_tokens_per_query=_div(tcached, n) or 0.0,
         output_tokens_per_query=_div(tout, n) or 0.0, tokens_per_query=_div(tin + tcached + tout, n) or 0.0,
         retries=float(s.retries), failures=float(s.failures), usd=s.usd, usd_per_query=_div(s.usd, n) or 0.0,
-        share=_div(s.usd, total),
+        share=_div(s.usd, total), useful=useful, usd_per_useful=cost_per_useful(s.usd, useful),
     )
 
 
@@ -112,7 +114,8 @@ def aggregate(qrows: list[dict], srows: list[dict], since: datetime | None = Non
     n = len(qrows)
     stages = by_stage_of_rows(srows)
     total = sum(s.usd for s in stages.values())
-    rows = [_stage_row(s, n, total) for s in stages.values()]
+    per_stage = useful_by_stage(stages, {str(q["query_id"]): int(q["useful"] or 0) for q in qrows if "query_id" in q})
+    rows = [_stage_row(s, n, total, per_stage[name]) for name, s in stages.items()]
     notes = [f"{s.stage}: {s.unknown_cached} row(s) without a cached-token count (server did not say)"
              for s in stages.values() if s.unknown_cached]
     ok = sum(1 for q in qrows if q["ok"])
@@ -133,8 +136,8 @@ def to_json(report: Report) -> str:
 
 CSV_COLUMNS = ["stage", "calls", "calls_per_query", "p50_s", "p95_s", "p99_s", "input_tokens_per_query",
                "cached_input_tokens_per_query", "output_tokens_per_query", "tokens_per_query", "retries",
-               "failures", "usd", "usd_per_query", "share"]
-TOTAL_COLUMNS = ["queries", "successful", "usd_per_1k_queries", "usd_per_successful", "useful", "usd_per_useful"]
+               "failures", "usd", "usd_per_query", "share", "useful", "usd_per_useful"]
+TOTAL_COLUMNS = ["queries", "successful", "usd_per_1k_queries", "usd_per_successful"]
 
 
 def to_csv(report: Report) -> str:
@@ -150,6 +153,7 @@ def to_csv(report: Report) -> str:
         "calls_per_query": sum(r.calls_per_query for r in report.stages),
         "tokens_per_query": sum(r.tokens_per_query for r in report.stages),
         "usd": t.usd, "usd_per_query": t.usd_per_request, "share": 1.0 if t.usd else None,
+        "useful": t.useful, "usd_per_useful": t.usd_per_useful,
         **{k: getattr(t, k) for k in TOTAL_COLUMNS},
     })
     return out.getvalue()
@@ -169,11 +173,22 @@ def to_rich_table(report: Report):
             ["$ per successful request", money(t.usd_per_successful) if t.successful else "n/a (0 successful)"],
             ["useful documents", str(t.useful)],
             ["$ per useful retrieved document", money(t.usd_per_useful, missing="n/a (0 useful)")]]
-    totals = _FittedTable(("what", "value"), rows, title="totals", show_header=False)
-    return Group(_stage_table(report), totals, *report.notes)
+    totals = FittedTable(("what", "value"), rows, title="totals", show_header=False)
+    return Group(_stage_table(report), _useful_table(report), totals, *report.notes)
 
 
-def _stage_table(report: Report) -> "_FittedTable":
+def _useful_table(report: Report) -> "FittedTable":
+    """Per stage: its dollars / the useful documents of the queries it served (a table of its own keeps both narrow)."""
+    t = report.totals
+    usd = money_column([r.usd for r in report.stages] + [t.usd])
+    per = money_column([r.usd_per_useful for r in report.stages] + [t.usd_per_useful], missing="n/a (0 useful)")
+    cells = [[r.stage, u, str(r.useful), pu] for r, u, pu in zip(report.stages, usd, per)]
+    cells.append(["total", usd[-1], str(t.useful), per[-1]])
+    return FittedTable(("stage", "$", "useful", "$/useful"), cells, title="per useful document", simple=True,
+                       caption="useful: the useful documents of the queries each stage served")
+
+
+def _stage_table(report: Report) -> "FittedTable":
     title = "ragcost report" + (f" - pipeline {report.pipeline}" if report.pipeline else "") + (
         f" - since {report.since}" if report.since else "")
     usd = money_column([r.usd_per_query for r in report.stages])
@@ -181,7 +196,7 @@ def _stage_table(report: Report) -> "_FittedTable":
               u, _share(r.share)] for r, u in zip(report.stages, usd)]
     # Two-line headers keep the number columns as narrow as their numbers.
     headers = ("stage", "p50\nms", "p95\nms", "p99\nms", "calls\n/query", "tokens\n/query", "$\n/query", "share")
-    return _FittedTable(headers, cells, title=title, simple=True,
+    return FittedTable(headers, cells, title=title, simple=True,
                         caption=f"latency percentiles over calls (numpy method={report.percentile_method})")
 
 
@@ -189,17 +204,17 @@ def _share(x: Optional[float]) -> str:
     return "-" if x is None or not math.isfinite(x) else f"{x:.1%}"
 
 
-class _FittedTable:
+class FittedTable:
     """A table whose number columns keep their full width at any terminal width that holds them.
 
     A number cut to fit (``$1.1200…`` for $1.12e-05) reads as another number. So the number
-    columns get exactly the width of their widest cell and the first column (a name) folds
+    columns get exactly the width of their widest cell and the first ``names`` columns fold
     into what is left. A terminal too narrow even for the numbers folds them onto a second
     line rather than cutting them.
     """
 
-    def __init__(self, headers: Sequence[str], cells: list[list[str]], simple: bool = False, **table_kw: Any):
-        self.headers, self.cells, self.simple, self.table_kw = headers, cells, simple, table_kw
+    def __init__(self, headers: Sequence[str], cells: list[list[str]], simple: bool = False, names: int = 1, **table_kw: Any):
+        self.headers, self.cells, self.simple, self.names, self.table_kw = headers, cells, simple, names, table_kw
 
     def __rich_console__(self, console, options):
         from rich import box
@@ -209,12 +224,16 @@ class _FittedTable:
         table = Table(**style, **self.table_kw)
         widths = [max([len(line) for line in h.split("\n")] + [len(row[i]) for row in self.cells])
                   for i, h in enumerate(self.headers)]
-        n = len(widths)
+        n, k = len(widths), self.names
         chrome = 2 * (n - 1) if self.simple else 3 * n + 1  # padding and rules between and around columns
-        fits = sum(widths[1:]) + chrome + min(widths[0], 8) <= options.max_width
-        table.add_column(self.headers[0], justify="left", overflow="fold")
-        for h, w in zip(self.headers[1:], widths[1:]):
+        fits = sum(widths[k:]) + chrome + sum(min(w, 8) for w in widths[:k]) <= options.max_width
+        for h in self.headers[:k]:
+            table.add_column(h, justify="left", overflow="fold")
+        for h, w in zip(self.headers[k:], widths[k:]):
             table.add_column(h, justify="right", **({"width": w, "no_wrap": True} if fits else {"overflow": "fold"}))
         for row in self.cells:
             table.add_row(*row)
         yield table
+
+
+_FittedTable = FittedTable  # the old private name

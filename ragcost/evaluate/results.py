@@ -59,6 +59,9 @@ eval_results = sa.Table(
     sa.Column("usd_per_useful", sa.Double),  # NULL: no useful document was retrieved
     sa.Column("pareto", sa.Boolean),
     sa.Column("recommended", sa.Boolean),
+    sa.Column("stages", sa.Text),  # JSON: per stage usd, useful, usd_per_useful (storage last)
+    sa.Column("useful_threshold", sa.Double),  # calibrated score threshold; NULL: the precision target was not reached
+    sa.Column("calibration", sa.Text),  # JSON: evaluate.calibrate.Calibration
 )
 
 COMPARED = ("quality", "recall_at_k", "ann_recall_at_k", "p95_ms", "usd_per_useful", "bytes_per_vector")
@@ -85,6 +88,9 @@ def flat_row(run: Any, r: Any) -> dict[str, Any]:
         "ndcg_at_10": r.metrics.get("ndcg@10"), "mrr_at_10": r.metrics.get("mrr@10"),
         "recall_at_k": r.metrics.get(f"recall@{k}"), "precision_at_k": r.metrics.get(f"precision@{k}"),
         "ann_recall_at_k": r.metrics.get(f"ann_recall@{k}"), "metrics": json.dumps(r.metrics, sort_keys=True),
+        "stages": json.dumps(r.stages) if r.stages else None,
+        "useful_threshold": (r.calibration or {}).get("threshold"),
+        "calibration": json.dumps(r.calibration, sort_keys=True) if r.calibration else None,
     }
     for name in ("p50_ms", "p95_ms", "p99_ms", "qps_single", "qps_batch", "build_seconds", "bytes_per_vector",
                  "index_bytes", "queries", "useful", "total_usd", "usd_per_1k_queries", "usd_per_useful", "pareto", "recommended"):

@@ -65,6 +65,8 @@ class ConfigResult:
     pareto: bool = False
     recommended: bool = False
     warnings: list[str] = field(default_factory=list)
+    stages: list[dict[str, Any]] = field(default_factory=list)  # per stage: usd, useful, usd_per_useful (storage last)
+    calibration: Optional[dict[str, Any]] = None  # the useful-score threshold fitted on the qrels (evaluate.calibrate)
 
     def quality(self, name: str) -> float:
         return self.metrics.get(name, float("nan"))
@@ -297,6 +299,7 @@ class _Evaluator:
         means, _ = evaluate({q: d[:max(spec.k)] for q, d in ranked.items()}, self.qrels, spec.metric_names())
         r.metrics = {**means, **r.metrics}
         self._price(r, c, index, ranked, search_s, extra_records)
+        r.calibration = self._calibrate(ranked, self._stage_runner().last_scores if stage else self._scores_of(got)).to_dict()
         r.p50_ms, r.p95_ms, r.p99_ms = percentiles(lat * 1000)
         nq = len(self.qids)
         r.qps_single = nq / float(lat.sum()) if lat.sum() > 0 else 0.0
@@ -355,6 +358,21 @@ class _Evaluator:
         r.usd_per_1k_queries = r.total_usd / nq * 1000 if nq else 0.0
         r.usd_per_useful = cost_per_useful(r.total_usd, r.useful)
         r.bytes_per_vector = r.index_bytes / n if n else 0.0
+        r.stages = stage_costs(records, self.book, r.total_usd - sum(cost_of(x, self.book) for x in records), r.useful)
+
+    def _scores_of(self, got: list) -> dict[str, dict[str, float]]:
+        """Per query, each retrieved document's score (its best chunk's), as the retrieve stage gives it."""
+        ids = self.corpus.doc_ids
+        return {q: {ids[d]: float(sc) for d, sc in zip(docs, scores)} for q, (docs, _, scores) in zip(self.qids, got)}
+
+    def _calibrate(self, ranked: dict, scores: dict[str, dict[str, float]]) -> Any:
+        """The useful threshold from (final score, relevant?) of the top-k documents of every query."""
+        from ragcost.evaluate.calibrate import calibrate
+
+        k0 = self.spec.k[0]
+        pairs = [(scores[q][d], self.qrels.get(q, {}).get(d, 0) >= 1)
+                 for q in self.qids for d in ranked[q][:k0] if d in scores.get(q, {})]
+        return calibrate(pairs, self.pipe.config.useful.precision)
 
     def _stage_runner(self) -> Any:
         from ragcost.evaluate.stages import StageRunner
@@ -365,6 +383,21 @@ class _Evaluator:
 
     def _exact_doc_scores(self, q: np.ndarray, docs: np.ndarray, V: np.ndarray) -> np.ndarray:
         return np.array([float((V[self._doc_rows[d]] @ q).max()) for d in docs], dtype=np.float32)
+
+def stage_costs(records: list[UsageRecord], book: Any, storage_usd: float, useful: int) -> list[dict[str, Any]]:
+    """Per stage (first-seen order), then storage: its dollars and its dollars per useful document.
+
+    Every eval query runs every stage, so each stage's useful documents are all of them.
+    """
+    from ragcost.cost.compute import STORAGE_STAGE, cost_of
+    from ragcost.cost.useful import cost_per_useful
+
+    usd: dict[str, float] = {}
+    for x in records:
+        usd[x.stage] = usd.get(x.stage, 0.0) + cost_of(x, book)
+    usd[STORAGE_STAGE] = storage_usd
+    return [{"stage": name, "usd": v, "useful": useful, "usd_per_useful": cost_per_useful(v, useful)} for name, v in usd.items()]
+
 
 def results_json(run: EvalRun) -> str:
     return json.dumps(run.to_dict(), indent=2, default=str)

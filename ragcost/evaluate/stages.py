@@ -81,6 +81,7 @@ class StageRunner:
         self.pipeline, self.corpus, self.queries, self.k = pipeline, corpus, queries, k
         self.vectors_at, self.queries_at = vectors_at, queries_at
         self._rows: dict[int, dict] = {}
+        self.last_scores: dict[str, dict[str, float]] = {}  # the last run's final score per (query, document)
 
     def _chunks(self, labels: list[int]) -> dict[int, dict]:
         missing = [x for x in labels if x not in self._rows]
@@ -134,4 +135,14 @@ class StageRunner:
                     if call.serves(s):
                         per_query[a + j] += share
         ranked = {s.id: list(dict.fromkeys(h.doc_id for h in s.hits)) for s in states}
+        self.last_scores = {s.id: _best_scores(s.hits) for s in states}
         return ranked, per_query, records
+
+
+def _best_scores(hits: list[Hit]) -> dict[str, float]:
+    """Each document's best chunk score after the stage (the score the query-time judge compares)."""
+    out: dict[str, float] = {}
+    for h in hits:
+        if h.score is not None and (h.doc_id not in out or h.score > out[h.doc_id]):
+            out[h.doc_id] = float(h.score)
+    return out

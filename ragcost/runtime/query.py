@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ragcost.cost.aggregate import StageAgg, by_stage_of_calls
+from ragcost.cost.aggregate import StageAgg, by_stage_of_calls, useful_by_stage
 from ragcost.cost.stats import percentile
+from ragcost.cost.useful import cost_per_useful
 from ragcost.runtime.pipeline import Pipeline
 from ragcost.runtime.runner import StageCall
 from ragcost.records import QueryState
@@ -24,10 +25,16 @@ class StageStats:
     cost_usd: float = 0.0
     input_tokens: Optional[int] = None
     notes: dict[str, Any] = field(default_factory=dict)
+    useful: int = 0  # useful documents of the queries this stage served
 
     @classmethod
-    def of(cls, agg: StageAgg) -> "StageStats":
-        return cls(agg.stage, agg.resource or "", agg.calls, agg.items, agg.walls, agg.usd, agg.input_tokens, agg.notes)
+    def of(cls, agg: StageAgg, useful: int = 0) -> "StageStats":
+        return cls(agg.stage, agg.resource or "", agg.calls, agg.items, agg.walls, agg.usd, agg.input_tokens, agg.notes, useful)
+
+    @property
+    def usd_per_useful(self) -> Optional[float]:
+        """This stage's dollars / the useful documents of the queries it served; None when they delivered none."""
+        return cost_per_useful(self.cost_usd, self.useful)
 
     def pct_ms(self, q: float) -> float:
         v = percentile(self.seconds, q)
@@ -41,15 +48,37 @@ class QueryRun:
     calls: list[StageCall]
     storage_usd: float
     price_book_version: str
+    useful: list[int] = field(default_factory=list)  # per state, by the pipeline's judge; 0 for a failed or blocked query
+    judge: str = ""  # the judge that counted them, e.g. "cited" or "score >= 0.61"
 
     @property
     def total_usd(self) -> float:
         return sum(c.cost_usd for c in self.calls) + self.storage_usd
 
+    @property
+    def useful_total(self) -> int:
+        return sum(self.useful)
+
+    @property
+    def usd_per_useful(self) -> Optional[float]:
+        """Every dollar (all stages, retries, failed calls, storage) / the useful documents; None when there are none."""
+        return cost_per_useful(self.total_usd, self.useful_total)
+
+    @property
+    def storage_usd_per_useful(self) -> Optional[float]:
+        """Storage is charged to every query, so its useful documents are all of them."""
+        return cost_per_useful(self.storage_usd, self.useful_total)
+
     def stage_stats(self) -> list[StageStats]:
-        """Per stage, in first-seen order; every call is one latency sample."""
-        aggs = by_stage_of_calls((c.record, c.cost_usd) for c in self.calls)
-        return [StageStats.of(a) for a in aggs.values()]
+        """Per stage, in first-seen order; every call is one latency sample, with the useful documents it served."""
+        pos = {id(s): str(i) for i, s in enumerate(self.states)}
+
+        def served(c: StageCall) -> list[str]:
+            return [pos[id(c.query)]] if c.query is not None else [pos[id(s)] for s in c.served if id(s) in pos]
+
+        aggs = by_stage_of_calls((c.record, c.cost_usd, served(c)) for c in self.calls)
+        useful = useful_by_stage(aggs, {str(i): n for i, n in enumerate(self.useful)})
+        return [StageStats.of(a, useful[name]) for name, a in aggs.items()]
 
 
 def run_queries(
@@ -75,6 +104,7 @@ def run_queries(
     default_k = k or _retrieve_k(pipe)
     pipe.warm_up()
     states: list[QueryState] = []
+    useful: list[int] = []
     calls: list[StageCall] = []
     storage = 0.0
     tracer = _tracer(pipe, ledger_url)  # reads the ledger's recent latencies before this run writes to it
@@ -84,18 +114,25 @@ def run_queries(
         for i in range(0, len(items), batch_size):
             batch = [QueryState(text=t, id=qid, k=default_k, filter=expr) for qid, t in items[i : i + batch_size]]
             res = pipe.run(batch)
+            counts = [useful_count(pipe, s) for s in res.states]
             states.extend(res.states)
+            useful.extend(counts)
             calls.extend(res.calls)
             storage += res.storage_usd_per_query * len(batch)
             if ledger:
-                _write_ledger(pipe, ledger, run_id, res)
+                _write_ledger(pipe, ledger, run_id, res, counts)
             if tracer:
                 _trace(tracer, res, pipe)
     finally:
         if ledger:
             ledger.finish_run(run_id)
             ledger.close()
-    return QueryRun(pipe.config.name, states, calls, storage, pipe.price_book.version)
+    return QueryRun(pipe.config.name, states, calls, storage, pipe.price_book.version, useful, judge_label(pipe))
+
+
+def judge_label(pipe: Pipeline) -> str:
+    u = pipe.config.useful
+    return f"score >= {u.threshold:g}" if u.judge == "score" else u.judge
 
 
 def _tracer(pipe: Pipeline, ledger_url: Optional[str] = None):
@@ -144,26 +181,29 @@ def _open_ledger(pipe: Pipeline, url: Optional[str]):
 
 
 def useful_count(pipe: Pipeline, s: QueryState) -> int:
+    """Useful documents of one query by the pipeline's judge; a failed or blocked query delivered none."""
     from ragcost.cost.useful import make_judge
 
+    if not s.ok:
+        return 0
     u = pipe.config.useful
     judge = make_judge(u.judge, threshold=u.threshold)
     hits = [{"doc_id": h.doc_id, "score": h.score} for h in s.hits]
     return judge.count(hits, answer={"citations": s.citations})
 
 
-def _write_ledger(pipe: Pipeline, ledger, run_id: str, res) -> None:
+def _write_ledger(pipe: Pipeline, ledger, run_id: str, res, useful: list[int]) -> None:
     from ragcost.cost.compute import stage_row, storage_row
 
     book = pipe.price_book
     ram, disk = pipe.storage_bytes()
-    for s in res.states:
+    for s, n_useful in zip(res.states, useful):
         # A batch call is shared by the queries it served; an attempt is its query's alone.
         rows = [stage_row(c.record, book, c.call_id) for c in res.calls if c.serves(s)]
         rows.append(storage_row(ram, disk, book))
         ledger.record_query(
             run_id,
-            {"text": s.text, "ok": s.ok, "useful": useful_count(pipe, s) if s.ok else 0, "retrieved": len(s.hits),
+            {"text": s.text, "ok": s.ok, "useful": n_useful, "retrieved": len(s.hits),
              "error": s.error, "outcome": s.outcome, "outcome_stage": s.outcome_stage, "route": s.route},
             rows,
         )

@@ -64,6 +64,33 @@ class TestAggregate:
         con.print(to_rich_table(rep))
         assert "n/a (0 useful)" in con.export_text()
 
+    def test_each_stage_is_divided_by_the_useful_documents_of_the_queries_it_served(self):
+        qs = [_q("q0", useful=3), _q("q1", useful=1), _q("q2", ok=False, useful=0)]
+        ss = [_s(q, "embed", 0.05, 0.003, call_id="batch", items=3) for q in ("q0", "q1", "q2")]
+        ss += [_s("q0", "generate", 0.2, 0.02), _s("q1", "generate", 0.3, 0.04)]  # q2 was blocked before generate
+        ss += [_s("q2", "guard", 0.01, 0.001)]  # only q2, which delivered nothing
+        rep = aggregate(qs, ss)
+        by = {r.stage: r for r in rep.stages}
+        assert (by["embed"].useful, by["embed"].usd_per_useful) == (4, pytest.approx(0.009 / 4))
+        assert (by["generate"].useful, by["generate"].usd_per_useful) == (4, pytest.approx(0.06 / 4))
+        assert (by["guard"].useful, by["guard"].usd_per_useful) == (0, None)
+        assert rep.totals.usd_per_useful == pytest.approx((0.009 + 0.06 + 0.001) / 4)
+        data = json.loads(to_json(rep))
+        assert {r["stage"]: r["usd_per_useful"] for r in data["stages"]}["guard"] is None
+        rows = {line.split(",")[0]: line for line in to_csv(rep).splitlines()}
+        header = rows["stage"].split(",")
+        gen = dict(zip(header, rows["generate"].split(",")))
+        total = dict(zip(header, rows["(total)"].split(",")))
+        assert int(gen["useful"]) == 4 and float(gen["usd_per_useful"]) == pytest.approx(0.015)
+        assert int(total["useful"]) == 4 and float(total["usd_per_useful"]) == pytest.approx(0.07 / 4)
+        assert header.count("useful") == 1
+        from rich.console import Console
+
+        con = Console(record=True, width=200)
+        con.print(to_rich_table(rep))
+        guard_line = [line for line in con.export_text().splitlines() if line.startswith("guard")][-1]  # the per-useful table
+        assert "n/a (0 useful)" in guard_line
+
     def test_per_successful_exceeds_per_request_when_failures_exist(self):
         qs, ss, _ = _fixture()
         t = aggregate(qs, ss).totals
