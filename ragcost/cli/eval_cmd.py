@@ -220,7 +220,7 @@ def _compare(out: Any, refs: tuple[str, str], ledger: Optional[str], spec: Optio
         from ragcost.evaluate.spec import load_spec
         from ragcost.runtime.pipeline import Pipeline
 
-        url = Pipeline.load(load_spec(spec).pipeline_path).config.store_url
+        url = Pipeline.load(load_spec(spec).pipeline_path, judge=False).config.store_url
     url = res.default_ledger(url)
     id_a, rows_a = res.read_run(url, refs[0])
     id_b, rows_b = res.read_run(url, refs[1])

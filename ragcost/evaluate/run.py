@@ -116,7 +116,7 @@ def run_eval(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Progress
     from ragcost.runtime.pipeline import Pipeline
 
     t_start = perf_counter()
-    pipe = Pipeline.load(ls.pipeline_path)
+    pipe = Pipeline.load(ls.pipeline_path, judge=False)  # eval judges by the qrels, and calibrates the threshold
     try:
         run, ev, candidates = _prepare(ls, pipe, cache_dir, progress)
         _measure_all(run, ev, candidates, progress)

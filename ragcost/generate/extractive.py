@@ -29,12 +29,14 @@ def extract(question: str, prompt: Prompt, sentences: int) -> tuple[str, list[in
     """
     q = _words(question)
     scored: list[tuple[float, int, int, str]] = []
+    seen: set[str] = set()  # overlapping chunks repeat sentences: each is said once, from its best-ranked chunk
     order = 0
     for n, hit in enumerate(prompt.sources, 1):
         for sent in SENTENCE.split(" ".join(hit.text.split())):
             sent = sent.strip()
-            if len(sent) < 3:
+            if len(sent) < 3 or sent in seen:
                 continue
+            seen.add(sent)
             overlap = len(q & _words(sent))
             scored.append((overlap + 0.5 / n, order, n, sent))
             order += 1

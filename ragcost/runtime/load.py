@@ -43,7 +43,9 @@ class LoadedPipeline:
         return f"{self.path}:{pos[0]}:{pos[1]}" if pos else str(self.path)
 
 
-def load_pipeline(path: str | Path) -> LoadedPipeline:
+def load_pipeline(path: str | Path, judge: bool = True) -> LoadedPipeline:
+    """The validated pipeline; ``judge=False`` skips the useful-judge check (eval judges by qrels, and
+    calibrates the very threshold the check might refuse)."""
     import ragcost.stages  # noqa: F401  (registers the built-in stages)
 
     p = Path(path)
@@ -55,6 +57,8 @@ def load_pipeline(path: str | Path) -> LoadedPipeline:
     lp.index_config = _index_config(lp)
     _check_redact(lp)
     lp.stage_specs = _stage_specs(lp)
+    if judge:
+        _check_useful(lp, lp.stage_specs)
     return lp
 
 
@@ -98,7 +102,6 @@ def _stage_specs(lp: LoadedPipeline) -> list[tuple[type[Stage], StageParams]]:
         params = validate(stage_cls.Params, stage_params(st), str(lp.path), prefix=("stages", i), tree=lp.raw)
         specs.append((stage_cls, params))
     _check_placement(lp, specs)
-    _check_useful(lp, specs)
     return specs
 
 

@@ -35,8 +35,9 @@ class Pipeline:
         self._storage: Optional[tuple[int, int]] = None
 
     @classmethod
-    def load(cls, path: str | Path) -> "Pipeline":
-        return cls(load_pipeline(path))
+    def load(cls, path: str | Path, judge: bool = True) -> "Pipeline":
+        """``judge=False``: skip the useful-judge check (for eval, which judges by the qrels)."""
+        return cls(load_pipeline(path, judge))
 
     # ---- StageContext ----------------------------------------------------------------------
     @property

@@ -22,3 +22,14 @@ class TestExtractive(GeneratorContract):
 
     def test_needs_no_model_and_labels_itself_by_name(self):
         assert BackendParams().backend_name == "extractive" and isinstance(Extractive(BackendParams()), Extractive)
+
+
+def test_a_sentence_two_overlapping_chunks_share_is_said_once():
+    from ragcost.generate.extractive import extract
+    from ragcost.generate.prompt import Prompt
+    from ragcost.records import Hit
+
+    shared = "The with statement calls __exit__ when the block ends."
+    hits = [Hit(1, "with", 0.9, "with", f"Intro text here. {shared}"), Hit(2, "with", 0.8, "with", f"{shared} More text follows.")]
+    text, used = extract("how does the with statement call __exit__?", Prompt("s", "u", hits), sentences=3)
+    assert text.count(shared) == 1 and used[0] == 1

@@ -31,3 +31,10 @@ def test_a_judge_that_cannot_work_is_refused_with_file_line(tmp_path, stages, us
 ])
 def test_a_judge_that_can_fire_loads(tmp_path, stages, useful):
     load_pipeline(write_pipeline(tmp_path, stages=stages, useful=useful))
+
+
+def test_eval_can_load_the_pipeline_whose_threshold_it_is_to_calibrate(tmp_path):
+    p = write_pipeline(tmp_path, stages=[{"type": "retrieve"}, {"type": "rerank", "backend": "hybrid"}], useful={"threshold": 0.5})
+    with pytest.raises(ConfigError):
+        load_pipeline(p)
+    assert load_pipeline(p, judge=False).config.useful.threshold == 0.5
