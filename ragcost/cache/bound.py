@@ -55,6 +55,8 @@ class _Pool:
             n = len(self.sims)
             for i in range(n - 1, -1, -1):  # walk down from the most similar
                 errors += self.wrong[i]
+                if i > 0 and self.sims[i - 1] == self.sims[i]:
+                    continue  # a threshold takes every observation at its similarity, ties included
                 if wilson_upper(errors, n - i, confidence) <= alpha:
                     best = self.sims[i]
             self._threshold, self._dirty = best, False
