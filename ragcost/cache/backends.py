@@ -92,6 +92,11 @@ class SQLCache:
             sa.Column("observed_at", sa.Float, nullable=False),
         )
         try:
+            db = sa.engine.make_url(url)
+            if db.get_backend_name() == "duckdb" and db.database and db.database != ":memory:":
+                from pathlib import Path
+
+                Path(db.database).parent.mkdir(parents=True, exist_ok=True)
             self.engine = sa.create_engine(url)
             md.create_all(self.engine, checkfirst=True)
         except Exception as e:
