@@ -202,7 +202,7 @@ class Cache(Stage):
         url = _backend_url(self.params, self.ctx)
         backend = open_backend(self.params.backend, url, name)
         handle = CacheHandle(self.params, backend, versions_of(self.ctx, stages), _verifier(self.ctx, stages))
-        handle.warm()
+        safely(handle, lambda b: handle.warm())  # unreachable: one warning with the URL, then misses
         _HANDLES.setdefault(self.ctx, {})[self.name] = handle
         self.handle = handle
 
@@ -210,14 +210,14 @@ class Cache(Stage):
         h = self.handle
         counts = {"exact": 0, "semantic": 0, "miss": 0, "verified": 0, "verified_wrong": 0, "verify_seconds": 0.0}
         now = time.time()
-        h.refresh()
+        safely(h, lambda b: h.refresh())
         to_verify: list[tuple[QueryState, CacheEntry, float, bool]] = []
         for s in batch:
             scope = h.scope_of(s)
             text = h.normalise(s.text)
             s.notes["cache"] = {"scope": scope, "key": exact_key(scope, text), "text": text}
             if "exact" in h.params.tiers:
-                e = h.backend.get_exact(scope, s.notes["cache"]["key"], now)
+                e = safely(h, lambda b: b.get_exact(scope, s.notes["cache"]["key"], now))
                 if e is not None:
                     self._serve(s, e, "exact", 1.0, False)
                     counts["exact"] += 1
@@ -249,7 +249,7 @@ class Cache(Stage):
         found = h.index.nearest(scope, s.vector)
         if found is None:
             return None
-        entry = h.backend.get(found[0])
+        entry = safely(h, lambda b: b.get(found[0]))
         if entry is None or entry.expires_at <= now:
             h.index.discard(found[0])
             return None
@@ -339,7 +339,8 @@ class CacheWrite(Stage):
                                answer=s.answer, citations=list(s.citations),
                                hits=[{"label": int(x.label), "doc_id": x.doc_id, "score": float(x.score)} for x in s.hits],
                                created_at=now, expires_at=now + h.params.ttl_s, cost=_answer_cost(s))
-            if safely(h, lambda b: b.put(entry)) is not False and not h.down:
+            safely(h, lambda b: b.put(entry))
+            if not h.down:
                 h.index.add(entry.scope, entry.id, entry.vector)
                 written += 1
         if written:
