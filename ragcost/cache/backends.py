@@ -25,9 +25,10 @@ class CacheBackend(Protocol):
     def put(self, entry: CacheEntry) -> None: ...
     def get_exact(self, scope: str, key: str, now: float) -> Optional[CacheEntry]: ...
     def get(self, entry_id: str) -> Optional[CacheEntry]: ...
-    def vectors_since(self, since: float, now: float) -> list[tuple[str, str, float, bytes]]:
-        """(id, scope, created_at, vector bytes) of live entries created after ``since``."""
-    def touch(self, entry_id: str) -> None: ...
+    def entries_since(self, since: float, now: float) -> list[CacheEntry]:
+        """Live entries created after ``since`` (warm-up reads them all; later calls what other processes added)."""
+    def touch(self, entry_ids: list[str]) -> None:
+        """Count one hit per id (ids may repeat), in one transaction."""
     def observe(self, entry_id: str, similarity: float, correct: bool) -> None: ...
     def observations(self) -> list[tuple[str, float, bool]]: ...
     def stats(self, now: float, live_scopes: Optional[set[str]] = None) -> dict[str, Any]: ...
@@ -75,10 +76,10 @@ class SQLCache:
             sa.Column("id", sa.String(32), primary_key=True),
             sa.Column("scope", sa.String(32), nullable=False, index=True),
             sa.Column("key", sa.String(40), nullable=False, index=True),
-            sa.Column("created_at", sa.Float, nullable=False),
-            sa.Column("expires_at", sa.Float, nullable=False),
+            sa.Column("created_at", sa.Double, nullable=False),
+            sa.Column("expires_at", sa.Double, nullable=False),
             sa.Column("hit_count", sa.Integer, nullable=False),
-            sa.Column("cost", sa.Float, nullable=False),
+            sa.Column("cost", sa.Double, nullable=False),
             sa.Column("size_bytes", sa.Integer, nullable=False),
             sa.Column("vector", sa.LargeBinary),
             sa.Column("payload", sa.Text, nullable=False),
@@ -87,9 +88,9 @@ class SQLCache:
         self.obs = sa.Table(
             f"{t}_obs", md,
             sa.Column("entry_id", sa.String(32), nullable=False),
-            sa.Column("similarity", sa.Float, nullable=False),
+            sa.Column("similarity", sa.Double, nullable=False),
             sa.Column("correct", sa.Boolean, nullable=False),
-            sa.Column("observed_at", sa.Float, nullable=False),
+            sa.Column("observed_at", sa.Double, nullable=False),
         )
         try:
             db = sa.engine.make_url(url)
@@ -127,18 +128,17 @@ class SQLCache:
     def get(self, entry_id: str) -> Optional[CacheEntry]:
         return self._one(self.entries.select().where(self.entries.c.id == entry_id))
 
-    def vectors_since(self, since: float, now: float) -> list[tuple[str, str, float, bytes]]:
-        import sqlalchemy as sa
-
+    def entries_since(self, since: float, now: float) -> list[CacheEntry]:
         t = self.entries
-        stmt = sa.select(t.c.id, t.c.scope, t.c.created_at, t.c.vector).where(t.c.created_at > since, t.c.expires_at > now)
-        with self.engine.connect() as c:
-            return [(r[0], r[1], float(r[2]), bytes(r[3] or b"")) for r in c.execute(stmt)]
+        return [CacheEntry.from_stored(r) for r in self._rows(t.select().where(t.c.created_at > since, t.c.expires_at > now))]
 
-    def touch(self, entry_id: str) -> None:
+    def touch(self, entry_ids: list[str]) -> None:
+        from collections import Counter
+
         t = self.entries
         with self.engine.begin() as c:
-            c.execute(t.update().where(t.c.id == entry_id).values(hit_count=t.c.hit_count + 1))
+            for entry_id, n in Counter(entry_ids).items():
+                c.execute(t.update().where(t.c.id == entry_id).values(hit_count=t.c.hit_count + n))
 
     def observe(self, entry_id: str, similarity: float, correct: bool) -> None:
         with self.engine.begin() as c:

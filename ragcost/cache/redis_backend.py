@@ -72,19 +72,18 @@ class RedisCache:
         e = self.get(entry_id.decode())
         return e if e is not None and e.expires_at > now else None
 
-    def vectors_since(self, since: float, now: float) -> list[tuple[str, str, float, bytes]]:
+    def entries_since(self, since: float, now: float) -> list[CacheEntry]:
         out = []
-        for raw_id, created in self.r.zrangebyscore(f"{self.p}created", f"({since}", "+inf", withscores=True):
-            entry_id = raw_id.decode()
-            vals = self.r.hmget(self._e(entry_id), "scope", "expires_at", "vector")
-            if vals[0] is None or float(vals[1]) <= now:
-                continue
-            out.append((entry_id, vals[0].decode(), float(created), bytes(vals[2] or b"")))
+        for raw_id in self.r.zrangebyscore(f"{self.p}created", f"({since}", "+inf"):
+            e = self.get(raw_id.decode())
+            if e is not None and e.expires_at > now:
+                out.append(e)
         return out
 
-    def touch(self, entry_id: str) -> None:
-        if self.r.exists(self._e(entry_id)):
-            self.r.hincrby(self._e(entry_id), "hit_count", 1)
+    def touch(self, entry_ids: list[str]) -> None:
+        for entry_id in entry_ids:
+            if self.r.exists(self._e(entry_id)):
+                self.r.hincrby(self._e(entry_id), "hit_count", 1)
 
     def observe(self, entry_id: str, similarity: float, correct: bool) -> None:
         self.r.rpush(f"{self.p}obs", f"{entry_id}|{similarity!r}|{int(correct)}")

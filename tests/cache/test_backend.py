@@ -51,9 +51,9 @@ class TestBackends:
             assert got is not None and got.answer == "a0" and got.hits[0]["doc_id"] == "d1"
             assert b.get_exact("other-tenant", "k", now) is None
             assert b.get_exact("s", "gone", now) is None  # expired
-            assert len(b.vectors_since(0, now)) == 2
+            assert len(b.entries_since(0, now)) == 2
             b.observe(got.id, 0.93, False)
-            b.touch(got.id)
+            b.touch([got.id])
             st = b.stats(now, live_scopes={"s"})
             # Redis expires "gone" by itself; SQL keeps it until prune
             assert (st["entries"] - st["stale"], st["live"], st["hits"], st["verified_wrong"]) == (1, 1, 1, 1)
@@ -70,7 +70,7 @@ class TestBackends:
                 b.put(entry(key=f"k{i}", n=i, cost=float(i)))
             size = entry().size_bytes
             assert b.evict(2 * size) == 3
-            assert sorted(r[0] for r in b.vectors_since(0, time.time())) and b.stats(time.time())["entries"] == 2
+            assert len(b.entries_since(0, time.time())) == 2 and b.stats(time.time())["entries"] == 2
         finally:
             b.close()
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import time
+
 import pytest
 
 from ragcost.errors import ConfigError
@@ -32,11 +35,17 @@ def fresh(kb_folder):
 class TestHits:
     def test_a_repeat_is_an_exact_hit_with_the_same_answer_and_a_ledger_outcome(self, fresh):
         first = ask(fresh)
-        again = ask(fresh, "  how do I RESET my password ")
+        again = ask(fresh, "  how do I RESET my   password?")
         assert first.cache is None and first.outcome == "continued"
         assert again.cache["tier"] == "exact" and again.outcome == "finished" and again.outcome_stage == "cache"
         assert again.answer == first.answer and again.citations == first.citations
         assert [h.doc_id for h in again.hits] == [h.doc_id for h in first.hits]
+
+    def test_same_text_once_normalised_but_a_different_embedding_is_checked_not_trusted(self, fresh):
+        ask(fresh)
+        bare = ask(fresh, "how do I reset my password")  # no "?": another embedding, so not an exact hit
+        assert bare.cache is None or (bare.cache["tier"] == "semantic" and bare.cache["verified"])
+        assert bare.notes["cache"]["candidate"]["similarity"] < 0.9999
 
     def test_a_paraphrase_is_served_only_after_a_fresh_retrieval_agrees(self, fresh):
         ask(fresh)
@@ -143,3 +152,30 @@ class TestRefusedAtLoad:
         with pytest.raises(ConfigError, match=r"no cache_write stage after it.*add \{type: cache_write"):
             pipe.warm_up()
         pipe.close()
+
+
+class TestRedis:
+    def test_a_restart_during_a_run_degrades_to_misses_never_errors(self, kb_folder, own_redis):
+        pipe = pipeline(kb_folder, stages=[{"type": "cache", "backend": "redis", "url": own_redis.url, "refresh_s": 0}, *CACHED[1:]])
+        try:
+            ask(pipe)
+            assert ask(pipe).cache["tier"] == "exact"
+            own_redis.stop()
+            with pytest.warns(RuntimeWarning, match=re.escape(own_redis.url) + ".*continuing uncached"):
+                down = ask(pipe)
+            assert down.cache is None and down.ok and down.answer
+            own_redis.start()  # back, empty (no persistence): answers again, and writes again
+            assert ask(pipe, "What are the API rate limits?").ok
+            assert pipe.stage("cache").handle.backend.stats(time.time())["entries"] >= 1
+        finally:
+            pipe.close()
+
+    def test_unreachable_at_start_warns_with_the_url_and_answers_uncached(self, kb_folder):
+        pipe = pipeline(kb_folder, stages=[{"type": "cache", "backend": "redis", "url": "redis://127.0.0.1:1/0"}, *CACHED[1:]])
+        try:
+            with pytest.warns(RuntimeWarning, match=r"cache redis://127\.0\.0\.1:1/0: .*continuing uncached"):
+                pipe.warm_up()
+            s = ask(pipe)
+            assert s.cache is None and s.ok and s.answer
+        finally:
+            pipe.close()
