@@ -31,9 +31,9 @@ class CacheBackend(Protocol):
         """Count one hit per id (ids may repeat), in one transaction."""
     def observe(self, entry_id: str, similarity: float, correct: bool) -> None: ...
     def observations(self) -> list[tuple[str, float, bool]]: ...
-    def stats(self, now: float, live_scopes: Optional[set[str]] = None) -> dict[str, Any]: ...
+    def stats(self, now: float, live_version: Optional[str] = None) -> dict[str, Any]: ...
     def clear(self) -> int: ...
-    def prune(self, now: float, live_scopes: Optional[set[str]] = None) -> int: ...
+    def prune(self, now: float, live_version: Optional[str] = None) -> int: ...
     def evict(self, max_bytes: int) -> int: ...
     def close(self) -> None: ...
 
@@ -154,13 +154,19 @@ class SQLCache:
     def _summary(self) -> list[dict[str, Any]]:
         import sqlalchemy as sa
 
-        t = self.entries
-        return self._rows(sa.select(t.c.id, t.c.scope, t.c.expires_at, t.c.hit_count, t.c.cost, t.c.size_bytes, t.c.created_at))
+        import json
 
-    def stats(self, now: float, live_scopes: Optional[set[str]] = None) -> dict[str, Any]:
+        t = self.entries
+        rows = self._rows(sa.select(t.c.id, t.c.scope, t.c.expires_at, t.c.hit_count, t.c.cost, t.c.size_bytes, t.c.created_at,
+                                    t.c.payload))
+        for r in rows:
+            r["version"] = json.loads(r.pop("payload")).get("version", "")
+        return rows
+
+    def stats(self, now: float, live_version: Optional[str] = None) -> dict[str, Any]:
         rows = self._summary()
         obs = self.observations()
-        return summarise(rows, obs, now, live_scopes)
+        return summarise(rows, obs, now, live_version)
 
     def _delete(self, ids: Iterable[str]) -> int:
         ids = list(ids)
@@ -176,8 +182,8 @@ class SQLCache:
             c.execute(self.obs.delete())
         return max(n, 0)
 
-    def prune(self, now: float, live_scopes: Optional[set[str]] = None) -> int:
-        return self._delete(r["id"] for r in self._summary() if stale(r, now, live_scopes))
+    def prune(self, now: float, live_version: Optional[str] = None) -> int:
+        return self._delete(r["id"] for r in self._summary() if stale(r, now, live_version))
 
     def evict(self, max_bytes: int) -> int:
         return self._delete(to_evict(self._summary(), max_bytes))
@@ -194,8 +200,8 @@ class SQLCache:
         self.engine.dispose()
 
 
-def stale(row: dict[str, Any], now: float, live_scopes: Optional[set[str]]) -> bool:
-    return row["expires_at"] <= now or (live_scopes is not None and row["scope"] not in live_scopes)
+def stale(row: dict[str, Any], now: float, live_version: Optional[str]) -> bool:
+    return row["expires_at"] <= now or (live_version is not None and row.get("version") != live_version)
 
 
 def to_evict(rows: list[dict[str, Any]], max_bytes: int) -> list[str]:
@@ -211,10 +217,10 @@ def to_evict(rows: list[dict[str, Any]], max_bytes: int) -> list[str]:
 
 
 def summarise(rows: list[dict[str, Any]], obs: list[tuple[str, float, bool]], now: float,
-              live_scopes: Optional[set[str]]) -> dict[str, Any]:
+              live_version: Optional[str]) -> dict[str, Any]:
     from ragcost.cache.bound import wilson_upper
 
-    live = [r for r in rows if not stale(r, now, live_scopes)]
+    live = [r for r in rows if not stale(r, now, live_version)]
     wrong = sum(1 for _, _, ok in obs if not ok)
     return {
         "entries": len(rows), "live": len(live), "stale": len(rows) - len(live),

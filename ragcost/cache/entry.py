@@ -24,10 +24,12 @@ class CacheEntry:
     expires_at: float
     cost: float = 0.0  # what a miss on this entry cost (its value per hit, for eviction)
     hit_count: int = 0
+    version: str = ""  # digest of the pipeline versions it was made under: `ragcost cache prune` drops the others
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def payload(self) -> str:
-        return json.dumps({"text": self.text, "answer": self.answer, "citations": self.citations, "hits": self.hits},
+        return json.dumps({"text": self.text, "answer": self.answer, "citations": self.citations, "hits": self.hits,
+                           "version": self.version},
                           ensure_ascii=False, separators=(",", ":"))
 
     def vector_bytes(self) -> bytes:
@@ -57,4 +59,4 @@ class CacheEntry:
         return cls(scope=row["scope"], key=row["key"], text=p["text"], vector=vec, answer=p["answer"],
                    citations=list(p["citations"]), hits=list(p["hits"]), created_at=float(row["created_at"]),
                    expires_at=float(row["expires_at"]), cost=float(row["cost"]), hit_count=int(row["hit_count"]),
-                   id=row["id"])
+                   version=p.get("version", ""), id=row["id"])

@@ -102,12 +102,15 @@ class RedisCache:
             if row is None:
                 self.r.zrem(f"{self.p}created", raw_id)  # expired by Redis itself
                 continue
-            rows.append({k: (float(row[k]) if k in ("expires_at", "cost", "created_at") else int(row[k]) if k in ("hit_count", "size_bytes") else row[k])
-                         for k in ("id", "scope", "key", "expires_at", "hit_count", "cost", "size_bytes", "created_at")})
+            import json
+
+            version = json.loads(row["payload"]).get("version", "")
+            rows.append({"version": version, **{k: (float(row[k]) if k in ("expires_at", "cost", "created_at") else int(row[k]) if k in ("hit_count", "size_bytes") else row[k])
+                         for k in ("id", "scope", "key", "expires_at", "hit_count", "cost", "size_bytes", "created_at")}})
         return rows
 
-    def stats(self, now: float, live_scopes: Optional[set[str]] = None) -> dict[str, Any]:
-        return summarise(self._summary(), self.observations(), now, live_scopes)
+    def stats(self, now: float, live_version: Optional[str] = None) -> dict[str, Any]:
+        return summarise(self._summary(), self.observations(), now, live_version)
 
     def _delete(self, rows: list[dict[str, Any]]) -> int:
         for r in rows:
@@ -123,8 +126,8 @@ class RedisCache:
         self.r.delete(f"{self.p}obs", f"{self.p}created")
         return n
 
-    def prune(self, now: float, live_scopes: Optional[set[str]] = None) -> int:
-        return self._delete([r for r in self._summary() if stale(r, now, live_scopes)])
+    def prune(self, now: float, live_version: Optional[str] = None) -> int:
+        return self._delete([r for r in self._summary() if stale(r, now, live_version)])
 
     def evict(self, max_bytes: int) -> int:
         rows = self._summary()

@@ -34,6 +34,7 @@ from pydantic import Field, field_validator
 from ragcost.cache import CacheEntry, Normaliser, ThresholdLearner, exact_key, open_backend, scope_key
 from ragcost.cache.backends import shown
 from ragcost.cache.basis import same_basis
+from ragcost.cache.keys import digest
 from ragcost.cache.semantic import SemanticIndex
 from ragcost.config.base import Strict
 from ragcost.errors import ConfigError
@@ -91,6 +92,7 @@ class CacheHandle:
 
     def __init__(self, params: CacheParams, backend: Any, versions: dict[str, Any], verifier: Optional[Stage]) -> None:
         self.params, self.backend, self.versions, self.verifier = params, backend, versions, verifier
+        self.version = digest(versions)[:32]
         self.normalise = Normaliser(**params.normalise.model_dump())
         self.index = SemanticIndex()
         self.learner = ThresholdLearner(params.max_false_hit_rate, params.confidence, params.min_entry_evidence)
@@ -378,7 +380,7 @@ class CacheWrite(Stage):
                                vector=None if s.vector is None else np.asarray(s.vector, np.float32),
                                answer=s.answer, citations=list(s.citations),
                                hits=[{"label": int(x.label), "doc_id": x.doc_id, "score": float(x.score)} for x in s.hits],
-                               created_at=now, expires_at=now + h.params.ttl_s, cost=_answer_cost(s))
+                               created_at=now, expires_at=now + h.params.ttl_s, cost=_answer_cost(s), version=h.version)
             safely(h, lambda b: b.put(entry))
             if not h.down:
                 h.remember(entry)

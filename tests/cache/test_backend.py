@@ -16,11 +16,11 @@ from ragcost.cache import CacheEntry, open_backend
 REPO = Path(__file__).resolve().parents[2]
 
 
-def entry(scope="s", key="k", text="q", n=0, ttl=100.0, cost=1.0) -> CacheEntry:
+def entry(scope="s", key="k", text="q", n=0, ttl=100.0, cost=1.0, version="v1") -> CacheEntry:
     now = time.time()
     return CacheEntry(scope=scope, key=key, text=text, vector=np.full(8, n + 1, np.float32), answer=f"a{n}",
                       citations=["d1"], hits=[{"label": 1, "doc_id": "d1", "score": 0.9}], created_at=now,
-                      expires_at=now + ttl, cost=cost)
+                      expires_at=now + ttl, cost=cost, version=version)
 
 
 import pytest
@@ -43,7 +43,7 @@ class TestBackends:
         b = backend
         try:
             b.put(entry())
-            b.put(entry(scope="other", n=1))
+            b.put(entry(scope="other", n=1, version="v0"))
             b.put(entry(key="gone", n=2, ttl=0.001))
             time.sleep(0.01)
             now = time.time()
@@ -54,10 +54,10 @@ class TestBackends:
             assert len(b.entries_since(0, now)) == 2
             b.observe(got.id, 0.93, False)
             b.touch([got.id])
-            st = b.stats(now, live_scopes={"s"})
+            st = b.stats(now, live_version="v1")
             # Redis expires "gone" by itself; SQL keeps it until prune
             assert (st["entries"] - st["stale"], st["live"], st["hits"], st["verified_wrong"]) == (1, 1, 1, 1)
-            assert b.prune(now, live_scopes={"s"}) in (1, 2)  # redis may have expired "gone" itself
+            assert b.prune(now, live_version="v1") in (1, 2)  # redis may have expired "gone" itself
             assert b.stats(now)["entries"] == 1
             assert b.clear() == 1 and b.stats(now)["entries"] == 0
         finally:
