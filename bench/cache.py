@@ -106,6 +106,8 @@ def summary(rows: list[dict]) -> dict[str, Any]:
         "false_hit_upper95": round(wilson_upper(wrong, len(hits), 0.95), 4) if hits else None,
         "usd_per_successful_request": ok and sum(r["usd"] for r in rows) / ok,
         "hit_ms": {"p50": pct([r["ms"] for r in hits], 50), "p95": pct([r["ms"] for r in hits], 95)},
+        "hit_ms_by_tier": {t: {"p50": pct([r["ms"] for r in hits if r["cache"]["tier"] == t], 50),
+                               "p95": pct([r["ms"] for r in hits if r["cache"]["tier"] == t], 95)} for t in ("exact", "semantic")},
         "miss_ms": {"p50": pct([r["ms"] for r in rows if not r["cache"]], 50), "p95": pct([r["ms"] for r in rows if not r["cache"]], 95)},
     }
 
