@@ -179,3 +179,20 @@ class TestRedis:
             assert s.cache is None and s.ok and s.answer
         finally:
             pipe.close()
+
+
+def test_a_redacted_query_is_cached_under_its_redacted_text_only(kb_folder):
+    guarded = [{"type": "guard", "on": "query", "checks": ["pii"], "policy": "redact"}, *CACHED]
+    pipe = pipeline(kb_folder, stages=guarded)
+    try:
+        pipe.warm_up()
+        h = pipe.stage("cache").handle
+        h.backend.clear()
+        s = ask(pipe, "I am jane.doe@example.com, how do I reset my password?")
+        assert "jane.doe@example.com" not in s.text
+        stored = h.backend.entries_since(0, time.time())
+        assert len(stored) == 1 and "jane" not in stored[0].payload() and "example.com" not in stored[0].payload()
+        again = ask(pipe, "I am john@example.org, how do I reset my password?")  # another address, same redacted text
+        assert again.cache is not None and "john" not in again.text
+    finally:
+        pipe.close()
