@@ -27,7 +27,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 REPO = Path(__file__).resolve().parents[1]
 WORKLOAD = REPO / "bench" / "data" / "cache_workload.jsonl"
 FOLDER = Path(os.environ.get("RAGCOST_BENCH_CACHE", Path.home() / ".cache" / "ragcost-bench")) / "cache-quickstart"
-MIN_SIMILARITY = float(os.environ.get("RAGCOST_BENCH_MIN_SIMILARITY", 0.7))
+MIN_SIMILARITY = float(os.environ.get("RAGCOST_BENCH_MIN_SIMILARITY", 0.4))
 TARGETS = {"false_hit_rate_max": 0.01, "false_hit_upper95_max": 0.02, "paraphrase_hit_rate_min": 0.5, "hit_p50_ms_max": 5.0}
 MIN_OVERLAP = float(os.environ.get("RAGCOST_BENCH_MIN_OVERLAP", 0.6))
 

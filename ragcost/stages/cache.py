@@ -22,7 +22,6 @@ A hit finishes the query with the cached answer, citations and hits and sets ``s
 from __future__ import annotations
 
 import json
-import random
 import time
 import weakref
 from pathlib import Path
@@ -31,11 +30,10 @@ from typing import Any, Optional
 import numpy as np
 from pydantic import Field, field_validator
 
-from ragcost.cache import CacheEntry, Normaliser, ThresholdLearner, exact_key, open_backend, scope_key
+from ragcost.cache import CacheEntry, exact_key, open_backend
 from ragcost.cache.backends import shown
 from ragcost.cache.basis import same_basis
-from ragcost.cache.keys import digest
-from ragcost.cache.semantic import SemanticIndex
+from ragcost.cache.handle import CacheHandle
 from ragcost.config.base import Strict
 from ragcost.errors import ConfigError
 from ragcost.records import Hit, QueryState, UsageRecord
@@ -78,6 +76,15 @@ class CacheParams(StageParams):
             raise ValueError(f"{info.field_name} must be in (0, 1), got {v}; e.g. max_false_hit_rate: 0.01, confidence: 0.95")
         return v
 
+    @field_validator("backend")
+    @classmethod
+    def _backend(cls, v: str) -> str:
+        from ragcost.cache.backends import cache_backend_registry
+
+        if v != "redis" and v not in cache_backend_registry:  # redis registers on first use (optional extra)
+            raise ValueError(f"unknown cache backend {v!r}; installed: sql, redis")
+        return v
+
     @field_validator("tiers")
     @classmethod
     def _tiers(cls, v: list[str]) -> list[str]:
@@ -85,61 +92,6 @@ class CacheParams(StageParams):
         if bad or not v:
             raise ValueError(f"tiers {v!r}: use one or both of exact, semantic")
         return v
-
-
-class CacheHandle:
-    """What the cache and cache_write stages of one pipeline share: the backend, the vectors, the learner."""
-
-    def __init__(self, params: CacheParams, backend: Any, versions: dict[str, Any], verifier: Optional[Stage]) -> None:
-        self.params, self.backend, self.versions, self.verifier = params, backend, versions, verifier
-        self.version = digest(versions)[:32]
-        self.normalise = Normaliser(**params.normalise.model_dump())
-        self.index = SemanticIndex()
-        self.learner = ThresholdLearner(params.max_false_hit_rate, params.confidence, params.min_entry_evidence)
-        self.rng = random.Random(params.seed)
-        self.seen_until = 0.0
-        self.refreshed_at = 0.0
-        self.down = False  # the backend failed: every lookup misses until it answers again
-        # An in-memory mirror of the live entries: a hit reads no database (p50 well under a millisecond).
-        self.entries: dict[str, CacheEntry] = {}
-        self.exact: dict[tuple[str, str], str] = {}
-        self.touched: list[str] = []
-
-    def warm(self) -> None:
-        """Rebuild the mirror, the semantic index and the evidence from what the backend holds."""
-        self.refresh(force=True)
-        for entry_id, sim, ok in self.backend.observations():
-            self.learner.add(entry_id, sim, ok)
-
-    def refresh(self, force: bool = False) -> None:
-        """Hit counts out, other processes' new entries in; at most every ``refresh_s``."""
-        now = time.time()
-        if not force and now - self.refreshed_at < self.params.refresh_s:
-            return
-        self.refreshed_at = now
-        if self.touched:
-            touched, self.touched = self.touched, []
-            self.backend.touch(touched)
-        for e in self.backend.entries_since(self.seen_until, now):
-            self.remember(e)
-            self.seen_until = max(self.seen_until, e.created_at)
-
-    def remember(self, e: CacheEntry) -> None:
-        self.entries[e.id] = e
-        self.exact[(e.scope, e.key)] = e.id
-        if e.vector is not None:
-            self.index.add(e.scope, e.id, e.vector)
-
-    def live(self, entry_id: Optional[str], now: float) -> Optional[CacheEntry]:
-        e = self.entries.get(entry_id) if entry_id else None
-        if e is not None and e.expires_at <= now:
-            self.entries.pop(e.id, None)
-            self.index.discard(e.id)
-            return None
-        return e
-
-    def scope_of(self, s: QueryState) -> str:
-        return scope_key({**self.versions, "k": s.k}, s.filter, s.tenant)
 
 
 _HANDLES: "weakref.WeakKeyDictionary[Any, dict[str, CacheHandle]]" = weakref.WeakKeyDictionary()

@@ -79,3 +79,8 @@ def test_same_basis_needs_cited_documents_in_the_fresh_context():
 def test_a_false_hit_rate_outside_the_open_unit_interval_is_refused(bad):
     with pytest.raises(ValueError, match="max_false_hit_rate must be in"):
         CacheParams(max_false_hit_rate=bad)
+
+
+def test_an_unknown_backend_is_refused_naming_the_known_ones():
+    with pytest.raises(ValueError, match="unknown cache backend 'memcached'; installed: sql, redis"):
+        CacheParams(backend="memcached")
