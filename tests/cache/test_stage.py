@@ -196,3 +196,26 @@ def test_a_redacted_query_is_cached_under_its_redacted_text_only(kb_folder):
         assert again.cache is not None and "john" not in again.text
     finally:
         pipe.close()
+
+
+def test_ragcost_query_answers_a_repeat_from_the_cache_and_the_ledger_says_so(kb_folder):
+    """`ragcost query`'s path (run_queries, ledger on): no server needed."""
+    from ragcost.cost.ledger import Ledger
+    from ragcost.runtime.query import run_queries
+
+    pipe = pipeline(kb_folder, stages=CACHED)
+    try:
+        pipe.warm_up()
+        pipe.stage("cache").handle.backend.clear()
+        run_queries(pipe, [("q1", Q)])
+        second = run_queries(pipe, [("q2", Q)])
+        assert second.states[0].cache["tier"] == "exact"
+        led = Ledger(pipe.config.store_url)
+        try:
+            queries, _ = led.read(pipeline="kb")
+        finally:
+            led.close()
+        last = [q for q in queries if q.get("outcome_stage") == "cache"]
+        assert last and last[-1]["outcome"] == "finished"
+    finally:
+        pipe.close()
