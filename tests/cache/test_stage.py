@@ -219,3 +219,20 @@ def test_ragcost_query_answers_a_repeat_from_the_cache_and_the_ledger_says_so(kb
         assert last and last[-1]["outcome"] == "finished"
     finally:
         pipe.close()
+
+
+def test_with_enough_verified_evidence_a_semantic_hit_is_served_without_a_retrieval(kb_folder):
+    cfg = [{"type": "cache", "verify_share": 0, "max_false_hit_rate": 0.01}, *CACHED[1:]]
+    pipe = pipeline(kb_folder, stages=cfg)
+    try:
+        pipe.warm_up()
+        h = pipe.stage("cache").handle
+        h.backend.clear()
+        ask(pipe)
+        assert not h.learner.trusted("any", 0.99)  # no evidence yet: it would verify
+        for _ in range(400):  # 0 wrong in 400 at similarity >= 0.9: Wilson upper 0.95% <= 1%
+            h.learner.add("seeded", 0.9, True)
+        s = ask(pipe, "how do I reset my password")
+        assert s.cache["tier"] == "semantic" and s.cache["verified"] is False and s.cache["similarity"] >= 0.9
+    finally:
+        pipe.close()
