@@ -32,6 +32,7 @@ def _register() -> None:
 
     app.command("report")(report)
     app.command("plan")(plan)
+    from ragcost.cli import cache_cmd; app.add_typer(cache_cmd.app, name="cache")  # noqa: E702
 
 
 _INTERRUPTED = "interrupted; what was committed is kept, rerun to finish"

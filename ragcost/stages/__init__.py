@@ -4,6 +4,7 @@ from ragcost.stages import retrieve as _retrieve  # noqa: F401
 from ragcost.stages import generate as _generate  # noqa: F401
 from ragcost.stages import rerank as _rerank  # noqa: F401
 from ragcost.stages import guard as _guard  # noqa: F401
+from ragcost.stages import cache as _cache  # noqa: F401
 from ragcost.records import Hit, QueryState
 from ragcost.stages.base import Stage, StageParams, stage_registry
 

@@ -1,0 +1,69 @@
+"""What the cache and cache_write stages of one pipeline share: the backend, an in-memory mirror, the learner."""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any, Optional
+
+from ragcost.cache.bound import ThresholdLearner
+from ragcost.cache.entry import CacheEntry
+from ragcost.cache.keys import digest, scope_key
+from ragcost.cache.normalise import Normaliser
+from ragcost.cache.semantic import SemanticIndex
+from ragcost.records import QueryState
+
+
+class CacheHandle:
+    """What the cache and cache_write stages of one pipeline share: the backend, the vectors, the learner."""
+
+    def __init__(self, params: Any, backend: Any, versions: dict[str, Any], verifier: Optional[Any]) -> None:
+        self.params, self.backend, self.versions, self.verifier = params, backend, versions, verifier
+        self.version = digest(versions)[:32]
+        self.normalise = Normaliser(**params.normalise.model_dump())
+        self.index = SemanticIndex()
+        self.learner = ThresholdLearner(params.max_false_hit_rate, params.confidence, params.min_entry_evidence)
+        self.rng = random.Random(params.seed)
+        self.seen_until = 0.0
+        self.refreshed_at = 0.0
+        self.down = False  # the backend failed: every lookup misses until it answers again
+        # An in-memory mirror of the live entries: a hit reads no database (p50 well under a millisecond).
+        self.entries: dict[str, CacheEntry] = {}
+        self.exact: dict[tuple[str, str], str] = {}
+        self.touched: list[str] = []
+
+    def warm(self) -> None:
+        """Rebuild the mirror, the semantic index and the evidence from what the backend holds."""
+        self.refresh(force=True)
+        for entry_id, sim, ok in self.backend.observations():
+            self.learner.add(entry_id, sim, ok)
+
+    def refresh(self, force: bool = False) -> None:
+        """Hit counts out, other processes' new entries in; at most every ``refresh_s``."""
+        now = time.time()
+        if not force and now - self.refreshed_at < self.params.refresh_s:
+            return
+        self.refreshed_at = now
+        if self.touched:
+            touched, self.touched = self.touched, []
+            self.backend.touch(touched)
+        for e in self.backend.entries_since(self.seen_until, now):
+            self.remember(e)
+            self.seen_until = max(self.seen_until, e.created_at)
+
+    def remember(self, e: CacheEntry) -> None:
+        self.entries[e.id] = e
+        self.exact[(e.scope, e.key)] = e.id
+        if e.vector is not None:
+            self.index.add(e.scope, e.id, e.vector)
+
+    def live(self, entry_id: Optional[str], now: float) -> Optional[CacheEntry]:
+        e = self.entries.get(entry_id) if entry_id else None
+        if e is not None and e.expires_at <= now:
+            self.entries.pop(e.id, None)
+            self.index.discard(e.id)
+            return None
+        return e
+
+    def scope_of(self, s: QueryState) -> str:
+        return scope_key({**self.versions, "k": s.k}, s.filter, s.tenant)

@@ -1,0 +1,356 @@
+"""The answer cache: ``cache`` (before retrieve/generate) answers repeats and paraphrases; ``cache_write`` stores answers.
+
+```yaml
+stages:
+  - {type: guard, on: query, checks: [pii_redact]}   # the cache sees (and stores) redacted text
+  - {type: cache, max_false_hit_rate: 0.01, confidence: 0.95}
+  - {type: retrieve, k: 5}
+  - {type: generate, backend: extractive}
+  - {type: cache_write}                              # after generate: it sees the final answer
+```
+
+Why two stages: a stage sees only its own call, and the runner skips finished queries, so the
+stage that looks up cannot see the answer a miss goes on to get. ``cache_write`` (same cache, by
+its stage name) stores it after generation and judges, free of charge, whether the nearest cached
+answer would have been right: that is most of the evidence the false-hit bound learns from.
+
+A hit finishes the query with the cached answer, citations and hits and sets ``s.cache``
+(``{"tier": "exact"|"semantic", "entry": id, "similarity": x, "verified": bool}``). A miss leaves
+``s.cache`` None and says why in ``s.notes["cache"]``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import weakref
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+from pydantic import Field, field_validator
+
+from ragcost.cache import CacheEntry, exact_key, open_backend
+from ragcost.cache.backends import shown
+from ragcost.cache.basis import same_basis
+from ragcost.cache.handle import CacheHandle
+from ragcost.config.base import Strict
+from ragcost.errors import ConfigError
+from ragcost.records import Hit, QueryState, UsageRecord
+from ragcost.stages.base import Stage, StageParams, stage_registry
+
+# Stage params that never change an answer: labels, prices, concurrency and deadlines.
+COSMETIC = frozenset({"name", "resource", "label", "concurrency", "batch_window_ms", "timeout_s", "connect_timeout_s",
+                      "read_timeout_s", "retry", "api_key_env", "stream", "continuous_usage", "fetch_text"})
+CACHE_TYPES = ("cache", "cache_write")
+
+
+class NormaliseParams(Strict):
+    nfkc: bool = True
+    whitespace: bool = Field(True, description="collapse runs of whitespace")
+    casefold: bool = True
+    trailing_punctuation: bool = Field(True, description="drop trailing . ? ! and the like")
+
+
+class CacheParams(StageParams):
+    backend: str = Field("sql", description="sql (the pipeline's store: DuckDB or PostgreSQL) or redis")
+    url: Optional[str] = Field(None, description="backend URL; default: the pipeline's store (sql), redis://127.0.0.1:6379/0 (redis)")
+    tiers: list[str] = Field(default_factory=lambda: ["exact", "semantic"], description="exact and/or semantic")
+    normalise: NormaliseParams = Field(default_factory=NormaliseParams)
+    max_false_hit_rate: float = Field(0.01, description="bound on wrong semantic hits, in (0, 1)")
+    confidence: float = Field(0.95, description="confidence of that bound, in (0, 1)")
+    min_similarity: float = Field(0.80, ge=-1, le=1, description="semantic candidates below this cosine always miss")
+    min_overlap: float = Field(0.8, gt=0, le=1, description="share of the top-k documents a correct hit must share with a fresh run")
+    verify_share: float = Field(0.1, ge=0, le=1, description="share of trusted semantic hits re-checked by a fresh retrieval")
+    min_entry_evidence: int = Field(20, ge=1, description="observations an entry needs before it gets its own threshold")
+    ttl_s: float = Field(7 * 86400, gt=0, description="seconds an entry lives")
+    max_bytes: int = Field(256 * 2**20, gt=0, description="size limit; least value (hits × cost saved) is evicted first")
+    seed: int = Field(0, description="seed of the verification sampling")
+    refresh_s: float = Field(1.0, ge=0, description="read entries other processes wrote at most this often (0: every batch)")
+    exact_min_similarity: float = Field(0.9999, ge=-1, le=1, description="an exact-text hit whose stored embedding differs more than this is re-checked like a semantic one")
+
+    @field_validator("max_false_hit_rate", "confidence")
+    @classmethod
+    def _open_unit(cls, v: float, info) -> float:
+        if not 0 < v < 1:
+            raise ValueError(f"{info.field_name} must be in (0, 1), got {v}; e.g. max_false_hit_rate: 0.01, confidence: 0.95")
+        return v
+
+    @field_validator("backend")
+    @classmethod
+    def _backend(cls, v: str) -> str:
+        from ragcost.cache.backends import cache_backend_registry
+
+        if v != "redis" and v not in cache_backend_registry:  # redis registers on first use (optional extra)
+            raise ValueError(f"unknown cache backend {v!r}; installed: sql, redis")
+        return v
+
+    @field_validator("tiers")
+    @classmethod
+    def _tiers(cls, v: list[str]) -> list[str]:
+        bad = [t for t in v if t not in ("exact", "semantic")]
+        if bad or not v:
+            raise ValueError(f"tiers {v!r}: use one or both of exact, semantic")
+        return v
+
+
+_HANDLES: "weakref.WeakKeyDictionary[Any, dict[str, CacheHandle]]" = weakref.WeakKeyDictionary()
+
+
+def pipeline_stages(path: Path) -> list[dict[str, Any]]:
+    """The pipeline file's stages, each validated by its class (so defaults count too), as JSON."""
+    from ragcost.config.loader import read_yaml
+
+    raw = json.loads(json.dumps(read_yaml(path) or {}, default=str))
+    out = []
+    for st in raw.get("stages") or []:
+        params = {k: v for k, v in st.items() if k != "type"}
+        cls = stage_registry.get(st["type"])
+        out.append({"type": st["type"], **cls.Params.model_validate(params).model_dump(mode="json")})
+    return out
+
+
+def _file_stamp(base: Path, value: Any) -> Optional[list]:
+    """A local model or tokenizer path's files (name, size, mtime): a changed file changes the key."""
+    if not isinstance(value, str) or not value or len(value) > 1024:
+        return None
+    p = base / value if not Path(value).is_absolute() else Path(value)
+    try:
+        if p.is_file():
+            st = p.stat()
+            return [[p.name, st.st_size, st.st_mtime_ns]]
+        if p.is_dir():
+            return sorted([str(f.relative_to(p)), f.stat().st_size, f.stat().st_mtime_ns] for f in p.rglob("*") if f.is_file())
+    except OSError:
+        return None
+    return None
+
+
+def versions_of(ctx, stages: list[dict[str, Any]]) -> dict[str, Any]:
+    """Everything that makes an answer, but the query: model bytes, index build and corpus, the answering stages."""
+    answering = []
+    files: dict[str, Any] = {}
+    for st in stages:
+        if st["type"] in CACHE_TYPES:
+            continue
+        answering.append({k: v for k, v in st.items() if k not in COSMETIC})
+        for k in ("model", "tokenizer"):
+            stamp = _file_stamp(ctx.base, st.get(k))
+            if stamp is not None:
+                files[f"{st['type']}.{k}"] = stamp
+    return {"format": 1, "embedder": ctx.embedder.fingerprint(), "index": ctx.artifact().manifest.fingerprint,
+            "stages": answering, "files": files}
+
+
+def _verifier(ctx, stages: list[dict[str, Any]]) -> Optional[Stage]:
+    """A retrieve stage like the pipeline's, to re-check a semantic hit (None when it retrieves nothing)."""
+    spec = next((st for st in stages if st["type"] == "retrieve"), None)
+    if spec is None:
+        return None
+    cls = stage_registry.get("retrieve")
+    params = {k: v for k, v in spec.items() if k not in ("type", "fetch_text")}
+    return cls(cls.Params.model_validate({**params, "fetch_text": False, "name": "cache-verify"}), ctx)
+
+
+def _backend_url(params: CacheParams, ctx) -> str:
+    if params.url:
+        return params.url
+    if params.backend == "redis":
+        return "redis://127.0.0.1:6379/0"
+    url = getattr(ctx.store(), "url", None)
+    if not url:
+        raise ConfigError(f"{ctx.path}: cache: the pipeline's store has no SQL URL; set url: on the cache stage")
+    return url
+
+
+@stage_registry.register("cache")
+class Cache(Stage):
+    type = "cache"
+    Params = CacheParams
+    placement = "before-generate"
+
+    def warm_up(self) -> None:
+        if getattr(self, "handle", None) is not None:
+            return
+        stages = pipeline_stages(self.ctx.path)
+        mine = [i for i, st in enumerate(stages) if st["type"] == "cache" and (st.get("name") or "cache") == self.name]
+        writes = [i for i, st in enumerate(stages) if st["type"] == "cache_write" and st.get("cache", "cache") == self.name]
+        if not writes or (mine and writes[0] < mine[0]):
+            raise ConfigError(f"{self.ctx.path}: stage {self.name!r}: no cache_write stage after it, so nothing would "
+                              f"ever be cached; add {{type: cache_write, cache: {self.name}}} after generate")
+        from ragcost.cache.backends import cache_backend_registry
+
+        if self.params.backend not in cache_backend_registry:
+            import ragcost.cache.redis_backend  # noqa: F401  (registers "redis"; needs the [redis] extra)
+        name = getattr(self.ctx.store(), "collection", None) or Path(self.ctx.path).stem
+        url = _backend_url(self.params, self.ctx)
+        backend = open_backend(self.params.backend, url, name)
+        handle = CacheHandle(self.params, backend, versions_of(self.ctx, stages), _verifier(self.ctx, stages))
+        safely(handle, lambda b: handle.warm())  # unreachable: one warning with the URL, then misses
+        _HANDLES.setdefault(self.ctx, {})[self.name] = handle
+        self.handle = handle
+
+    def run(self, batch: list[QueryState], usage: UsageRecord) -> list[QueryState]:
+        h = self.handle
+        counts = {"exact": 0, "semantic": 0, "miss": 0, "verified": 0, "verified_wrong": 0, "verify_seconds": 0.0}
+        now = time.time()
+        safely(h, lambda b: h.refresh())
+        to_verify: list[tuple[QueryState, CacheEntry, float, bool]] = []
+        if h.down:  # the backend is unreachable: the mirror cannot be confirmed, so every query misses
+            counts["miss"] = len(batch)
+            usage.notes["cache"] = {**counts, "backend_down": True}
+            return batch
+        for s in batch:
+            scope = h.scope_of(s)
+            text = h.normalise(s.text)
+            s.notes["cache"] = {"scope": scope, "key": exact_key(scope, text), "text": text}
+            cand = None
+            if "exact" in h.params.tiers:
+                e = h.live(h.exact.get((scope, s.notes["cache"]["key"])), now)
+                sim = _cosine(e.vector, s.vector) if e is not None else None
+                if e is not None and (sim is None or sim >= h.params.exact_min_similarity):
+                    self._serve(s, e, "exact", 1.0, False)
+                    counts["exact"] += 1
+                    continue
+                if e is not None:  # same text once normalised, but it embeds differently: check it
+                    cand = (e, sim)
+            if cand is None and "semantic" in h.params.tiers:
+                cand = self._candidate(s, scope, now)
+            if cand is None:
+                counts["miss"] += 1
+                continue
+            entry, sim = cand
+            s.notes["cache"]["candidate"] = {"entry": entry.id, "similarity": sim}
+            if sim < h.params.min_similarity:
+                counts["miss"] += 1
+            elif h.learner.trusted(entry.id, sim) and h.rng.random() >= h.params.verify_share:
+                self._serve(s, entry, "semantic", sim, False)
+                counts["semantic"] += 1
+            elif h.verifier is not None:  # thin evidence (or a sampled check): verify, or miss
+                to_verify.append((s, entry, sim, True))
+            else:
+                counts["miss"] += 1
+        if to_verify:
+            self._verify(to_verify, counts)
+        usage.notes["cache"] = counts
+        return batch
+
+    def _candidate(self, s: QueryState, scope: str, now: float) -> Optional[tuple[CacheEntry, float]]:
+        h = self.handle
+        if s.vector is None:
+            return None
+        found = h.index.nearest(scope, s.vector)
+        if found is None:
+            return None
+        entry = h.live(found[0], now)
+        if entry is None:
+            h.index.discard(found[0])
+            return None
+        return entry, found[1]
+
+    def _verify(self, items: list[tuple[QueryState, CacheEntry, float, bool]], counts: dict[str, Any]) -> None:
+        """Re-run retrieval for these candidates (one batched call); serve those whose basis holds."""
+        h = self.handle
+        fresh = [QueryState(text=s.text, id=s.id, k=s.k, filter=s.filter, vector=s.vector, tenant=s.tenant) for s, *_ in items]
+        t0 = time.perf_counter()
+        h.verifier.run(fresh, UsageRecord(stage="cache-verify", resource=self.resource, items=len(fresh)))
+        counts["verify_seconds"] += time.perf_counter() - t0
+        for (s, entry, sim, _), f in zip(items, fresh):
+            ok = same_basis([x["doc_id"] for x in entry.hits], entry.citations, [x.doc_id for x in f.hits], h.params.min_overlap)
+            counts["verified"] += 1
+            self._observe(entry.id, sim, ok)
+            s.notes["cache"]["candidate"]["judged"] = True
+            if ok:
+                self._serve(s, entry, "semantic", sim, True)
+                counts["semantic"] += 1
+            else:
+                counts["verified_wrong"] += 1
+                counts["miss"] += 1
+
+    def _observe(self, entry_id: str, sim: float, ok: bool) -> None:
+        self.handle.learner.add(entry_id, sim, ok)
+        safely(self.handle, lambda b: b.observe(entry_id, sim, ok))
+
+    def _serve(self, s: QueryState, e: CacheEntry, tier: str, sim: float, verified: bool) -> None:
+        s.hits = [Hit(int(x.get("label", -1)), x["doc_id"], float(x.get("score", 0.0))) for x in e.hits]
+        s.cache = {"tier": tier, "entry": e.id, "similarity": round(sim, 6), "verified": verified}
+        s.finish(self.name, answer=e.answer, citations=e.citations)
+        e.hit_count += 1
+        self.handle.touched.append(e.id)  # written with the next refresh, in one transaction
+
+
+def safely(handle: CacheHandle, op) -> Any:
+    """A backend call that may fail (a Redis restart): logged once as a warning, never an error."""
+    try:
+        out = op(handle.backend)
+        handle.down = False
+        return out
+    except Exception as e:  # noqa: BLE001 - the cache is an optimisation: a failure is a miss
+        if not handle.down:
+            import warnings
+
+            warnings.warn(f"cache {shown(handle.backend.url)}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}; "
+                          "continuing uncached", RuntimeWarning, stacklevel=2)
+        handle.down = True
+        return None
+
+
+class CacheWriteParams(StageParams):
+    cache: str = Field("cache", description="the name of the cache stage whose cache this writes")
+
+
+@stage_registry.register("cache_write")
+class CacheWrite(Stage):
+    type = "cache_write"
+    Params = CacheWriteParams
+
+    def warm_up(self) -> None:
+        handle = _HANDLES.get(self.ctx, {}).get(self.params.cache)
+        if handle is None:
+            raise ConfigError(f"{self.ctx.path}: stage {self.name!r}: no cache stage named {self.params.cache!r} before it; "
+                              f"add {{type: cache}} before retrieve, or set cache: to its name")
+        self.handle = handle
+
+    def run(self, batch: list[QueryState], usage: UsageRecord) -> list[QueryState]:
+        h = self.handle
+        now = time.time()
+        written = 0
+        for s in batch:
+            pending = s.notes.get("cache")
+            if not pending or not s.ok or s.answer is None:
+                continue
+            docs = [x.doc_id for x in s.hits]
+            cand = pending.get("candidate")
+            if cand and not cand.get("judged") and cand["similarity"] >= h.params.min_similarity:
+                # The miss just paid for the truth: was the nearest cached answer right? Free evidence.
+                e = h.entries.get(cand["entry"])
+                if e is not None:
+                    ok = same_basis([x["doc_id"] for x in e.hits], e.citations, docs, h.params.min_overlap)
+                    h.learner.add(e.id, cand["similarity"], ok)
+                    safely(h, lambda b: b.observe(e.id, cand["similarity"], ok))
+            entry = CacheEntry(scope=pending["scope"], key=pending["key"], text=pending["text"],
+                               vector=None if s.vector is None else np.asarray(s.vector, np.float32),
+                               answer=s.answer, citations=list(s.citations),
+                               hits=[{"label": int(x.label), "doc_id": x.doc_id, "score": float(x.score)} for x in s.hits],
+                               created_at=now, expires_at=now + h.params.ttl_s, cost=_answer_cost(s), version=h.version)
+            safely(h, lambda b: b.put(entry))
+            if not h.down:
+                h.remember(entry)
+                written += 1
+        if written:
+            safely(h, lambda b: b.evict(h.params.max_bytes))
+        usage.notes["cache_write"] = {"written": written}
+        return batch
+
+
+def _cosine(a: Optional[np.ndarray], b: Optional[np.ndarray]) -> Optional[float]:
+    if a is None or b is None or len(a) != len(b):
+        return None
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    return float(np.dot(a, b) / (na * nb)) if na and nb else None
+
+
+def _answer_cost(s: QueryState) -> float:
+    """What the answer cost in tokens (a proxy for its dollars, used only to rank entries for eviction)."""
+    g = s.notes.get("generation") or {}
+    return float((g.get("input_tokens") or 0) + (g.get("output_tokens") or 0) or 1)
