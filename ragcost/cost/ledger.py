@@ -70,6 +70,7 @@ queries = sa.Table(
     sa.Column("outcome", sa.String(16)),
     sa.Column("outcome_stage", sa.String(100)),
     sa.Column("route", sa.String(100)),
+    sa.Column("cache", sa.Text),  # a cache hit, as JSON: {"tier": exact|semantic, "entry": id, "similarity": x}
 )
 
 stage_calls = sa.Table(
@@ -223,6 +224,7 @@ class Ledger:
             else sum(float(r["cost_usd"]) for r in rows),
             "retrieved": int(query.get("retrieved", 0)), "error": query.get("error"),
             "outcome": query.get("outcome"), "outcome_stage": query.get("outcome_stage"), "route": query.get("route"),
+            "cache": json.dumps(query["cache"], sort_keys=True, default=str) if query.get("cache") else None,
         }
         with self.engine.begin() as conn:  # rolled back as a whole on any error
             conn.execute(sa.insert(queries).values(**qrow))

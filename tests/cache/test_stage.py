@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import re
 import time
 
@@ -217,6 +219,8 @@ def test_ragcost_query_answers_a_repeat_from_the_cache_and_the_ledger_says_so(kb
             led.close()
         last = [q for q in queries if q.get("outcome_stage") == "cache"]
         assert last and last[-1]["outcome"] == "finished"
+        hit = json.loads(last[-1]["cache"])  # the ledger says which tier and which entry answered
+        assert hit["tier"] == "exact" and hit["entry"] == second.states[0].cache["entry"]
     finally:
         pipe.close()
 
