@@ -167,30 +167,9 @@ def eval_(
     cb, bar = _progress_runner(err)
     with bar:
         run = run_eval(ls, cache_dir, progress=cb)
-    for w in run.warnings:
-        err.print(f"[yellow]warning:[/] {_m(w)}", highlight=False)
-    said = set()
-    for r in run.ok():  # build warnings once per built index, not once per swept search setting
-        for w in r.warnings:
-            key = (r.index_file, r.dim, r.precision, w)
-            if key not in said:
-                said.add(key)
-                err.print(f"[yellow]warning:[/] {_m(Path(r.index_file).stem)} d{r.dim} {r.precision}: {_m(w)}", highlight=False)
-    emb = f"embedded {run.embedded_documents} documents in {run.embed_seconds:.0f}s" if run.embedded_documents else "corpus vectors from cache"
-    out.print(f"{emb}; query embedding {run.query_embed_ms:.1f} ms/query", highlight=False)
-    out.print(results_table(run))
-    others = [r for r in run.results if r.status != "ok"]
-    if others:
-        out.print(f"not measured ({len(others)}):", highlight=False)
-        for r in others:
-            out.print(f"  {_m(r.name)}: {_m(r.status)}: {_m(r.reason)}", highlight=False)
-    rec = next((r for r in run.ok() if r.recommended), None)
-    if rec:
-        out.print(f"recommended: [bold]{_m(rec.name)}[/] — cheapest by $ per useful document ({_money(rec.usd_per_useful)}) "
-                  f"within {run.within_pct:g}% of the best {run.quality} ({rec.metrics[run.quality]:.4f})", highlight=False)
-        out.print(stage_table(rec))
-        out.print(f"useful threshold for {_m(rec.name)}: {_m(calibration_line(rec))}", highlight=False)
-    elif write:
+    _print_warnings(err, run)
+    rec = _print_results(out, run)
+    if write and rec is None:
         raise ConfigError("--write: no configuration was measured, so there is no threshold to store")
     if not no_ledger:  # the run id first, so the files carry it; a ledger that cannot open must not lose them
         url = ledger or run.store_url
@@ -208,6 +187,38 @@ def eval_(
     if failed is not None:
         raise StoreError(f"results not recorded: {failed}; the files above were written; rerun with --ledger URL or --no-ledger")
     out.print(f"done in {run.wall_seconds:.0f}s", highlight=False)
+
+
+def _print_warnings(err: Any, run: Any) -> None:
+    """The run's warnings, and each built index's build warnings once (not once per swept setting)."""
+    for w in run.warnings:
+        err.print(f"[yellow]warning:[/] {_m(w)}", highlight=False)
+    said = set()
+    for r in run.ok():
+        for w in r.warnings:
+            key = (r.index_file, r.dim, r.precision, w)
+            if key not in said:
+                said.add(key)
+                err.print(f"[yellow]warning:[/] {_m(Path(r.index_file).stem)} d{r.dim} {r.precision}: {_m(w)}", highlight=False)
+
+
+def _print_results(out: Any, run: Any) -> Any:
+    """The results table, what was not measured, and the recommendation (returned) with its stages and threshold."""
+    emb = f"embedded {run.embedded_documents} documents in {run.embed_seconds:.0f}s" if run.embedded_documents else "corpus vectors from cache"
+    out.print(f"{emb}; query embedding {run.query_embed_ms:.1f} ms/query", highlight=False)
+    out.print(results_table(run))
+    others = [r for r in run.results if r.status != "ok"]
+    if others:
+        out.print(f"not measured ({len(others)}):", highlight=False)
+        for r in others:
+            out.print(f"  {_m(r.name)}: {_m(r.status)}: {_m(r.reason)}", highlight=False)
+    rec = next((r for r in run.ok() if r.recommended), None)
+    if rec:
+        out.print(f"recommended: [bold]{_m(rec.name)}[/] — cheapest by $ per useful document ({_money(rec.usd_per_useful)}) "
+                  f"within {run.within_pct:g}% of the best {run.quality} ({rec.metrics[run.quality]:.4f})", highlight=False)
+        out.print(stage_table(rec))
+        out.print(f"useful threshold for {_m(rec.name)}: {_m(calibration_line(rec))}", highlight=False)
+    return rec
 
 
 def _compare(out: Any, refs: tuple[str, str], ledger: Optional[str], spec: Optional[Path]) -> None:
