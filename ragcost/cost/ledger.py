@@ -12,7 +12,8 @@ Schema
 ``rc_ledger_queries``: one per query.
     query_id (pk), run_id, at, text, ok (the request succeeded), useful (useful documents
     delivered), cost_usd (sum of its stage rows), retrieved (documents in the final context), error,
-    outcome (continued | branched | finished | blocked | failed), outcome_stage, route.
+    outcome (continued | branched | finished | blocked | failed), outcome_stage, route, tenant
+    (the API key's tenant under ``ragcost serve``).
 ``rc_ledger_stage_calls``: one per (query, stage call).
     id (pk), query_id, run_id, call_id (the rows of one batch call share it), seq (stage order
     within the query), stage, resource,
@@ -68,6 +69,7 @@ queries = sa.Table(
     sa.Column("outcome", sa.String(16)),
     sa.Column("outcome_stage", sa.String(100)),
     sa.Column("route", sa.String(100)),
+    sa.Column("tenant", sa.String(200)),  # the API key's tenant when served (ragcost serve); NULL otherwise
 )
 
 stage_calls = sa.Table(
@@ -216,6 +218,7 @@ class Ledger:
             else sum(float(r["cost_usd"]) for r in rows),
             "retrieved": int(query.get("retrieved", 0)), "error": query.get("error"),
             "outcome": query.get("outcome"), "outcome_stage": query.get("outcome_stage"), "route": query.get("route"),
+            "tenant": query.get("tenant"),
         }
         with self.engine.begin() as conn:  # rolled back as a whole on any error
             conn.execute(sa.insert(queries).values(**qrow))
