@@ -28,6 +28,41 @@ def make_pipeline(folder: Path, keys: bool = False, **serve) -> Path:
     return p
 
 
+def variant(pipeline: Path, file: str, **overrides) -> Path:
+    """Another pipeline file over the same store and index (same name, corpus and build), e.g. other serve settings."""
+    cfg = json.loads(pipeline.read_text(encoding="utf-8"))
+    cfg.update(overrides)
+    p = pipeline.with_name(file)
+    p.write_text(json.dumps(cfg, indent=2), encoding="utf-8")
+    return p
+
+
+def _register_slow_backend() -> None:
+    """``slow-words``: the extractive answer streamed a word every 50 ms, so a client can leave mid-stream."""
+    import asyncio
+    from time import perf_counter
+
+    from ragcost.generate import generator_registry
+    from ragcost.generate.extractive import Extractive, extract
+
+    if "slow-words" in generator_registry:
+        return
+
+    @generator_registry.register("slow-words")
+    class SlowWords(Extractive):
+        async def generate(self, prompt, attempt, on_text) -> None:
+            attempt.start = perf_counter()
+            text, _ = extract(prompt.question, prompt, self.params.sentences)
+            for word in text.split(" "):
+                await asyncio.sleep(0.05)
+                on_text(word + " ")
+            attempt.text, attempt.end, attempt.ok, attempt.chunks = text, perf_counter(), True, 1
+            attempt.usage_source = "local"
+
+
+_register_slow_backend()
+
+
 @pytest.fixture(scope="module")
 def kb_served(tmp_path_factory) -> Path:
     return make_pipeline(tmp_path_factory.mktemp("serve"), keys=True)
