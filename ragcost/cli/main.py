@@ -32,6 +32,9 @@ def _register() -> None:
 
     app.command("report")(report)
     app.command("plan")(plan)
+    from ragcost.cli.serve_cmd import serve
+
+    app.command("serve")(serve)
 
 
 _INTERRUPTED = "interrupted; what was committed is kept, rerun to finish"
