@@ -99,3 +99,21 @@ class TestEndpoints:
         assert httpx.get(server.url + "/readyz").status_code == 200
         text = httpx.get(server.url + "/metrics").text
         assert "ragcost_stage_seconds_bucket" in text and "ragcost_cost_usd_total" in text and "ragcost_queue_depth" in text
+
+
+class TestReportByTenant:
+    def test_report_tenant_splits_the_costs(self, server, kb_served, capsys):
+        from ragcost.cli.main import main
+
+        for key in ("key-acme", "key-globex", "key-globex"):
+            assert httpx.post(server.url + "/v1/query", headers={"authorization": f"Bearer {key}"}, json={"text": "api"}).status_code == 200
+        qrows, _ = ledger_rows(kb_served)
+        totals = {}
+        for t in ("acme", "globex"):
+            assert main(["report", str(kb_served), "--tenant", t, "--json"]) == 0
+            totals[t] = json.loads(capsys.readouterr().out)["totals"]
+            mine = [q for q in qrows if q["tenant"] == t]
+            assert totals[t]["queries"] == len(mine)
+        assert main(["report", str(kb_served), "--json"]) == 0
+        everything = json.loads(capsys.readouterr().out)["totals"]
+        assert everything["queries"] == len(qrows) >= totals["acme"]["queries"] + totals["globex"]["queries"]
