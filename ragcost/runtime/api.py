@@ -102,6 +102,7 @@ class Session:
         self.default_k = next((s.params.k for s in self.pipe.stages() if s.type == "retrieve"), 10)
         self._gens = [s for s in self.pipe.stages() if s.type == "generate"]
         self._storage: Optional[tuple[int, int]] = None
+        self._checked: set[str] = set()  # filters already compiled against the declared fields
 
     def _require_store(self) -> None:
         import sqlalchemy as sa
@@ -128,8 +129,30 @@ class Session:
 
         expr = parse_filter(filter)
         if expr is not None:
-            self.pipe.store().matching_labels(expr)  # an unknown field or operator fails here, one line
+            self.check_filter(expr)
         return QueryState(text=text, id=id or uuid.uuid4().hex, k=k or self.default_k, filter=expr, tenant=tenant)
+
+    def check_filter(self, expr: dict) -> None:
+        """An unknown field or operator fails here, in one line, before the query joins a batch.
+
+        A SQL store's filter is compiled (not run), once per distinct filter: a tenant's key filter
+        is checked on its first query only.
+        """
+        import json
+
+        key = json.dumps(expr, sort_keys=True, default=str)
+        if key in self._checked:
+            return
+        store = self.pipe.store()
+        if all(hasattr(store, a) for a in ("fields", "documents", "values")):
+            from ragcost.store.filters import compile_filter
+
+            compile_filter(expr, store.fields, store.documents, store.values)
+        else:  # another store: run it
+            store.matching_labels(expr)
+        if len(self._checked) > 10_000:
+            self._checked.clear()
+        self._checked.add(key)
 
     def run_batch(self, states: list[QueryState], on_event: Optional[OnEvent] = None) -> list[Answer]:
         """One batch through every stage; each answer carries its ledger rows (not yet written)."""

@@ -87,15 +87,32 @@ async def _ticket(svc: Service, request: Request, text: str, filter_, k) -> Tick
         raise HTTPError(422, f"filter: {e}", "filter") from None
 
 
-async def _await_answer(svc: Service, t: Ticket, deadline: float) -> Answer:
+async def _disconnected(request: Request) -> None:
+    """Returns when the client goes away (the body is already read, so the next message is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _await_answer(svc: Service, t: Ticket, deadline: float, request: Request) -> Optional[Answer]:
+    """The answer; None when the client left first (its query is then recorded as disconnected)."""
+    watch = asyncio.ensure_future(_disconnected(request))
+    answer = asyncio.ensure_future(asyncio.shield(t.answer))
     try:
-        return await asyncio.wait_for(asyncio.shield(t.answer), max(0.0, deadline - time.monotonic()))
-    except asyncio.TimeoutError:
-        svc.abandon(t, DEADLINE)
-        raise HTTPError(504, f"no answer within serve.deadline_s = {svc.config.deadline_s} s") from None
+        done, _ = await asyncio.wait({watch, answer}, timeout=max(0.0, deadline - time.monotonic()),
+                                     return_when=asyncio.FIRST_COMPLETED)
     except asyncio.CancelledError:
         svc.abandon(t, DISCONNECTED)
         raise
+    finally:
+        watch.cancel()
+    if answer in done:
+        return answer.result()
+    answer.cancel()
+    if watch in done:
+        svc.abandon(t, DISCONNECTED)
+        return None
+    svc.abandon(t, DEADLINE)
+    raise HTTPError(504, f"no answer within serve.deadline_s = {svc.config.deadline_s} s")
 
 
 def _usage(a: Answer) -> dict[str, Any]:
@@ -126,7 +143,9 @@ def build_app(pipeline: str | Path, ledger_url: Optional[str] = None) -> Starlet
         req = await _body(request, svc.config.max_body_bytes, QueryRequest)
         deadline = time.monotonic() + svc.config.deadline_s
         t = await _ticket(svc, request, req.text, req.filter, req.k)
-        a = await _await_answer(svc, t, deadline)
+        a = await _await_answer(svc, t, deadline, request)
+        if a is None:
+            return Response(status_code=499)  # nobody is listening; the ledger has the query
         await svc.commit(t, a)
         svc.metrics.requests.labels("/v1/query", "200").inc()
         return JSONResponse(a.to_json())
@@ -142,7 +161,9 @@ def build_app(pipeline: str | Path, ledger_url: Optional[str] = None) -> Starlet
         if req.stream:
             usage = bool(req.stream_options and req.stream_options.include_usage)
             return StreamingResponse(_sse(svc, t, deadline, usage), media_type="text/event-stream")
-        a = await _await_answer(svc, t, deadline)
+        a = await _await_answer(svc, t, deadline, request)
+        if a is None:
+            return Response(status_code=499)
         await svc.commit(t, a)
         if not a.ok:
             raise HTTPError(502, a.error or "the query failed")

@@ -48,10 +48,8 @@ class Service:
         key_filter = tenant.filter if tenant else None
         combined = and_filters(key_filter, filter_)
         name = tenant.name if tenant else None
-        if combined is None:
-            state = self.session.state(text, None, k, name)
-        else:  # checked against the declared fields off the event loop: a bad filter is this request's 422 alone
-            state = await asyncio.to_thread(self.session.state, text, combined, k, name)
+        # A filter is compiled against the declared fields here: a bad one is this request's 422 alone.
+        state = self.session.state(text, combined, k, name)
         self.metrics.queue_depth.set(self.batcher.depth + 1)
         return self.batcher.submit(state)
 

@@ -49,29 +49,56 @@ class TestBackpressure:
         assert "serve.max_queue" in refused.json()["error"]["message"]
 
 
+def _row_with_error(pipeline, error: str, n: int = 1):
+    end = time.monotonic() + 20
+    while time.monotonic() < end:
+        qrows, srows = ledger_rows(pipeline)
+        found = [q for q in qrows if q["error"] == error]
+        if len(found) >= n:
+            return found, srows
+        time.sleep(0.2)
+    raise AssertionError(f"no ledger row with error {error!r}")
+
+
+@pytest.fixture(scope="module")
+def slow(kb_served):
+    """A server whose generation streams a word every 50 ms, with a 1 s deadline."""
+    p = variant(kb_served, "slow.yaml", stages=[{"type": "retrieve", "k": 3}, {"type": "generate", "backend": "slow-words"}],
+                serve={"batch_window_ms": 5, "deadline_s": 1, "keys": "file:keys.json"})
+    with ServerThread(p) as s:
+        yield s, p
+
+
 class TestDisconnect:
-    def test_a_client_leaving_mid_stream_leaves_a_ledger_row_with_its_cost_and_the_error(self, kb_served):
-        slow = variant(kb_served, "slow.yaml", stages=[{"type": "retrieve", "k": 3}, {"type": "generate", "backend": "slow-words"}])
-        with ServerThread(slow) as s:
-            body = {"model": "kb", "stream": True, "messages": [{"role": "user", "content": "refund within 30 days"}]}
-            with httpx.Client(base_url=s.url, timeout=30) as c:
-                with c.stream("POST", "/v1/chat/completions", headers=ACME, json=body) as r:
-                    seen = 0
-                    for line in r.iter_lines():
-                        if '"content": "' in line and '"content": ""' not in line:
-                            seen += 1
-                        if seen >= 2:
-                            break  # leave mid-answer: closing the response drops the connection
-            end = time.monotonic() + 20
-            while time.monotonic() < end:
-                qrows, srows = ledger_rows(slow)
-                gone = [q for q in qrows if q["error"] == "client disconnected"]
-                if gone:
-                    break
-                time.sleep(0.2)
-        assert len(gone) == 1
+    def test_a_client_leaving_mid_stream_leaves_a_ledger_row_with_its_cost_and_the_error(self, slow):
+        s, pipeline = slow
+        body = {"model": "kb", "stream": True, "messages": [{"role": "user", "content": "refund within 30 days"}]}
+        with httpx.Client(base_url=s.url, timeout=30) as c:
+            with c.stream("POST", "/v1/chat/completions", headers=ACME, json=body) as r:
+                seen = 0
+                for line in r.iter_lines():
+                    if '"content": "' in line and '"content": ""' not in line:
+                        seen += 1
+                    if seen >= 2:
+                        break  # leave mid-answer: closing the response drops the connection
+        gone, srows = _row_with_error(pipeline, "client disconnected")
         q = gone[0]
         assert not q["ok"] and q["tenant"] == "acme" and q["outcome"] == "failed"
-        stages = {r["stage"] for r in srows if r["query_id"] == q["query_id"]}
-        assert {"embed", "retrieve", "generate"} <= stages
-        assert q["cost_usd"] > 0 and q["cost_usd"] == pytest.approx(sum(r["cost_usd"] for r in srows if r["query_id"] == q["query_id"]))
+        mine = [r for r in srows if r["query_id"] == q["query_id"]]
+        assert {"embed", "retrieve", "generate"} <= {r["stage"] for r in mine}
+        assert q["cost_usd"] > 0 and q["cost_usd"] == pytest.approx(sum(r["cost_usd"] for r in mine))
+
+    def test_a_plain_request_whose_client_gives_up_is_recorded_as_disconnected(self, slow):
+        s, pipeline = slow
+        before = len([q for q in ledger_rows(pipeline)[0] if q["error"] == "client disconnected"])
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(s.url + "/v1/query", headers=ACME, json={"text": "refund within 30 days"}, timeout=0.4)
+        gone, _ = _row_with_error(pipeline, "client disconnected", before + 1)
+        assert len(gone) == before + 1
+
+    def test_past_the_deadline_the_client_gets_504_and_the_ledger_says_so(self, slow):
+        s, pipeline = slow
+        r = httpx.post(s.url + "/v1/query", headers=ACME, json={"text": "refund within 30 days " * 20, "k": 3}, timeout=30)
+        assert r.status_code == 504 and "deadline_s" in r.json()["error"]["message"]
+        late, _ = _row_with_error(pipeline, "deadline exceeded")
+        assert late[0]["cost_usd"] > 0
