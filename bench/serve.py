@@ -259,7 +259,11 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="ragcost-bench-serve-"))
     _corpus(work)
     base = _pipeline(work, "w0.yaml", {"batch_window_ms": 0})
-    if cli(["index", str(base)]) != 0:
+    import contextlib
+
+    with contextlib.redirect_stdout(sys.stderr):  # stdout is the JSON only
+        code = cli(["index", str(base)])
+    if code != 0:
         raise SystemExit("indexing the bench corpus failed")
     tuned = _pipeline(work, "tuned.yaml", {"batch_window_ms": args.tuned_ms, "max_batch": args.max_batch})
     off = sweep(base, f"duckdb:///{work / 'ledger-w0.duckdb'}", rates, args)
