@@ -15,6 +15,12 @@ from ragcost.records import QueryState
 from ragcost.runtime.api import Answer, Session
 
 
+def failed_answer(state: QueryState, error: str) -> Answer:
+    """A query that never produced rows (it never ran, or its batch raised): recorded with ``error``, at no cost."""
+    return Answer(id=state.id, text=state.text, hits=[], answer=None, citations=[], ok=False, error=error,
+                  outcome="failed", tenant=state.tenant, useful=0, rows=[])
+
+
 class QueueFull(Exception):
     """The bounded queue is full: the caller answers 429 with Retry-After."""
 
@@ -41,6 +47,7 @@ class Batcher:
         self._task: Optional[asyncio.Task] = None
         self.metrics = metrics
         self.batches = 0
+        self._running: Optional[asyncio.Future] = None  # the batch in the stages now
         self.batch_seconds: list[float] = []
 
     @property
@@ -91,13 +98,15 @@ class Batcher:
             for t in batch:
                 t.started = True
             t0 = monotonic()
+            self._running = loop.run_in_executor(self._exec, self.session.run_batch, [t.state for t in batch], on_event)
             try:
-                answers = await loop.run_in_executor(self._exec, self.session.run_batch, [t.state for t in batch], on_event)
+                answers = await self._running
             except Exception as e:  # a failing stage fails this batch's requests, not the server
-                for t in batch:
-                    if not t.answer.done():
-                        t.answer.set_exception(e)
-                continue
+                # The runner raised, so the calls it made are not priced here: each query is recorded
+                # as failed with the error and no stage rows (the cost of a raising stage is unknown).
+                answers = [failed_answer(t.state, f"{type(e).__name__}: {e}") for t in batch]
+            finally:
+                self._running = None
             self.batches += 1
             self.batch_seconds.append(monotonic() - t0)
             if self.metrics is not None:
@@ -114,7 +123,9 @@ class Batcher:
 
     async def drain(self) -> None:
         """Wait until every queued request has been taken, then stop the loop."""
-        while self._q.qsize() and self._task is not None and not self._task.done():
+        # Queued requests (of clients still waiting) and the running batch (whose abandoned queries
+        # are recorded when it ends) finish first.
+        while (self._q.qsize() or self._running is not None) and self._task is not None and not self._task.done():
             await asyncio.sleep(0.01)
         if self._task is not None:
             self._task.cancel()

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 from ragcost.runtime.api import Answer, Session, and_filters
-from ragcost.serve.batcher import Batcher, Ticket
+from ragcost.serve.batcher import Batcher, Ticket, failed_answer
 from ragcost.serve.keys import Tenant, load_keys
 from ragcost.serve.metrics import Metrics
 from ragcost.serve.writer import LedgerWriter
@@ -66,9 +66,7 @@ class Service:
         t.recorded = True
         self.batcher.abandon(t, reason)
         if not t.started:  # never ran: recorded at no cost, so every accepted request has a row
-            a = Answer(id=t.state.id, text=t.state.text, hits=[], answer=None, citations=[], ok=False, error=reason,
-                       outcome="failed", tenant=t.state.tenant, useful=0, rows=[])
-            self.writer.submit(a)
+            self.writer.submit(failed_answer(t.state, reason))
             return
 
         def record(f: asyncio.Future) -> None:
