@@ -25,6 +25,21 @@ def check_workers(workers: int, ledger_url: str, store_url: str) -> None:
                           "process to open it for writing); set store: postgresql+psycopg://... or use --workers 1")
 
 
+def check_open(host: str, keys: Optional[str], where: str) -> None:
+    """Without keys anyone who can connect may query (and spend): allow that on loopback only."""
+    import ipaddress
+
+    if keys is not None or host == "localhost":
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ConfigError(f"{where}: serving on {host} without serve.keys would let anyone query; "
+                          "set serve.keys (file:PATH or env:VAR) or bind --host 127.0.0.1")
+
+
 def app_factory():
     """The app for each of uvicorn's worker processes (``--workers N``): the pipeline comes by env var."""
     from ragcost.serve.app import build_app
@@ -41,6 +56,7 @@ def serve(pipeline: Path, host: str = "127.0.0.1", port: int = 8080, workers: in
 
     pipe = Pipeline.load(pipeline)
     check_workers(workers, ledger_url or pipe.config.store_url, pipe.config.store_url)
+    check_open(host, pipe.config.serve.keys, pipe.loaded.where(["serve"]))
     # uvicorn drains on SIGTERM, then re-raises the signal it caught; a handler of ours absorbs
     # that re-raise, so a drained server exits 0 (what process managers expect of a clean stop).
     signal.signal(signal.SIGTERM, lambda *_: None)

@@ -86,3 +86,10 @@ def test_kill_9_during_load_leaves_only_whole_queries(kb_served):
         if q["error"] is None:
             assert {"embed", "retrieve", "generate", "storage"} <= {r["stage"] for r in rows}
         assert q["cost_usd"] == pytest.approx(sum(r["cost_usd"] for r in rows))
+
+
+def test_serving_beyond_loopback_without_keys_is_refused_in_one_line(kb_served, capsys):
+    open_ = variant(kb_served, "open.yaml", serve={})
+    assert main(["serve", str(open_), "--host", "0.0.0.0"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "without serve.keys" in err and "--host 127.0.0.1" in err
