@@ -208,6 +208,7 @@ def _chunk(t: Ticket, name: str, delta: dict, finish: Optional[str] = None, usag
 
 async def _sse(svc: Service, t: Ticket, deadline: float, include_usage: bool) -> AsyncIterator[str]:
     """Pieces as generation streams them; the rows are committed before the last chunk is sent."""
+    waiter = getter = None
     try:
         yield _chunk(t, svc.name, {"role": "assistant", "content": ""})
         waiter = asyncio.ensure_future(asyncio.shield(t.answer))
@@ -240,5 +241,8 @@ async def _sse(svc: Service, t: Ticket, deadline: float, include_usage: bool) ->
                 yield _chunk(t, svc.name, {}, usage=_usage(a))
         yield "data: [DONE]\n\n"
     finally:
+        for f in (getter, waiter):
+            if f is not None and not f.done():
+                f.cancel()
         if not t.recorded:  # the client went away (the response was cancelled) before the end
             svc.abandon(t, DISCONNECTED)
