@@ -32,7 +32,11 @@ def _register() -> None:
 
     app.command("report")(report)
     app.command("plan")(plan)
-    from ragcost.cli import cache_cmd; app.add_typer(cache_cmd.app, name="cache")  # noqa: E702
+    from ragcost.cli import cache_cmd
+    from ragcost.cli.serve_cmd import serve
+
+    app.add_typer(cache_cmd.app, name="cache")
+    app.command("serve")(serve)
 
 
 _INTERRUPTED = "interrupted; what was committed is kept, rerun to finish"

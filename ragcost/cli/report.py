@@ -42,6 +42,7 @@ def report(
     json_: bool = typer.Option(False, "--json", help="Print JSON."),
     csv_: bool = typer.Option(False, "--csv", help="Print CSV: one row per stage and a (total) row."),
     pricing: Optional[Path] = typer.Option(None, "--pricing", help="Price book whose version and age to show (default: the pipeline's, else pricing/default.yaml)."),
+    tenant: Optional[str] = typer.Option(None, "--tenant", help="Only this tenant's queries (the API key's tenant under `ragcost serve`)."),
 ) -> None:
     """Per stage p50/p95/p99, calls, tokens and $ per query; $ per 1k queries, per success, per useful document."""
     from ragcost.cost.report import build_report, to_csv, to_json, to_rich_table
@@ -59,7 +60,7 @@ def report(
     ledger = ledger or DEFAULT_URL
     start = parse_since(since)
     _require_ledger(ledger)
-    rep = build_report(ledger, start, pipeline)
+    rep = build_report(ledger, start, pipeline) if tenant is None else _tenant_report(ledger, start, pipeline, tenant)
     book = price_book_summary(book_path, ledger, pipeline)
     if json_:
         import json
@@ -108,6 +109,18 @@ def _book_line(book: dict) -> str:
     oldest = book["oldest_price"]
     return (f"price book {book['name']} version {book['version']} (as of {book['as_of']}); oldest price "
             f"{oldest['resource']} as of {oldest['as_of']}, {oldest['age_days']} days old (max_age_days {book['max_age_days']})")
+
+
+def _tenant_report(url: str, start: Optional[datetime], pipeline: Optional[str], tenant: str):
+    """The report over one tenant's queries and their stage rows only."""
+    from ragcost.cost.ledger import Ledger
+    from ragcost.cost.report import aggregate
+
+    with Ledger(url, read_only=True) as led:
+        qrows, srows = led.read(start, pipeline)
+    qrows = [q for q in qrows if q.get("tenant") == tenant]
+    ids = {q["query_id"] for q in qrows}
+    return aggregate(qrows, [r for r in srows if r["query_id"] in ids], since=start, pipeline=pipeline)
 
 
 _LEDGER_TABLES = ("rc_ledger_runs", "rc_ledger_queries", "rc_ledger_stage_calls")

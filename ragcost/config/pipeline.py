@@ -61,6 +61,25 @@ class TracingConfig(Strict):
     sample_fraction: float = Field(0.1, ge=0, le=1, description="share of ordinary queries kept; errors and queries slower than the running p95 are always kept")
 
 
+class ServeConfig(Strict):
+    """`ragcost serve`: micro-batching, backpressure, limits and where API keys come from."""
+
+    batch_window_ms: float = Field(5.0, ge=0, le=10_000, description="gather concurrent requests this long into one batch; 0 runs each request alone")
+    max_batch: int = Field(64, ge=1, le=4096, description="most requests in one batch")
+    max_queue: int = Field(256, ge=1, description="requests waiting beyond those running; more get 429 with Retry-After")
+    deadline_s: float = Field(30.0, gt=0, description="a request not answered by then gets 504 and is recorded as such")
+    max_body_bytes: int = Field(65_536, ge=256, description="larger request bodies get 413")
+    keys: Optional[str] = Field(None, description="where API keys live: file:PATH (JSON, relative to the pipeline) or env:VAR; "
+                                "maps each key to {tenant, filter}; never the keys themselves. None: no auth (loopback use)")
+
+    @field_validator("keys")
+    @classmethod
+    def _keys(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and not re.fullmatch(r"(file|env):.+", v):
+            raise ValueError("use file:PATH or env:VAR; the keys themselves never go in the YAML")
+        return v
+
+
 class StageConfig(BaseModel):
     """A stage: ``type`` names a registered stage, the other keys are its own params (validated by it)."""
 
@@ -82,6 +101,7 @@ class PipelineConfig(Strict):
     useful: UsefulConfig = Field(default_factory=UsefulConfig, description="the query-time judge of a useful retrieved document")
     tracing: TracingConfig = Field(default_factory=TracingConfig)
     stages: list[StageConfig] = Field(default_factory=lambda: [StageConfig(type="retrieve")])
+    serve: ServeConfig = Field(default_factory=ServeConfig, description="`ragcost serve` settings")
     redact: list[str] = Field(default_factory=list, description="guard checks that redact documents before they are stored, e.g. [pii] (checked against the guard registry at load)")
 
     @field_validator("name")

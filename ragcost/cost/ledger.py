@@ -12,7 +12,8 @@ Schema
 ``rc_ledger_queries``: one per query.
     query_id (pk), run_id, at, text, ok (the request succeeded), useful (useful documents
     delivered), cost_usd (sum of its stage rows), retrieved (documents in the final context), error,
-    outcome (continued | branched | finished | blocked | failed), outcome_stage, route.
+    outcome (continued | branched | finished | blocked | failed), outcome_stage, route, tenant
+    (the API key's tenant under ``ragcost serve``).
 ``rc_ledger_stage_calls``: one per (query, stage call).
     id (pk), query_id, run_id, call_id (the rows of one batch call share it), seq (stage order
     within the query), stage, resource,
@@ -71,6 +72,7 @@ queries = sa.Table(
     sa.Column("outcome_stage", sa.String(100)),
     sa.Column("route", sa.String(100)),
     sa.Column("cache", sa.Text),  # a cache hit, as JSON: {"tier": exact|semantic, "entry": id, "similarity": x}
+    sa.Column("tenant", sa.String(200)),  # the API key's tenant when served (ragcost serve); NULL otherwise
 )
 
 stage_calls = sa.Table(
@@ -149,17 +151,20 @@ class Ledger:
                              "check the SQLAlchemy URL, e.g. duckdb:///.ragcost/ledger.duckdb") from None
 
     def check_tables(self) -> None:
-        """Every ledger table and column is there (read-only: nothing is created)."""
+        """Every ledger table is there (read-only: nothing is created). Columns a newer ragcost added
+        and an older one did not write are read as NULL (``read`` leaves them out of its SELECT)."""
+        self._columns = {}
         with self.engine.connect() as conn:
             for table in metadata.sorted_tables:
                 try:
                     have = set(conn.execute(sa.select(sa.text("*")).select_from(sa.table(table.name)).limit(0)).keys())
                 except sa.exc.DBAPIError:
                     raise StoreError(f"no ledger tables in {shown_url(self.url)}; run `ragcost query` first") from None
-                missing = [c.name for c in table.columns if c.name not in have]
-                if missing:
-                    raise StoreError(f"ledger {shown_url(self.url)}: {table.name} lacks column(s) {', '.join(missing)} (an older "
-                                     "ragcost wrote it); run `ragcost query` once to add them") from None
+                self._columns[table.name] = have
+
+    def _cols(self, table: sa.Table) -> list:
+        have = getattr(self, "_columns", {}).get(table.name)
+        return [c for c in table.columns if have is None or c.name in have]
 
     def migrate(self) -> None:
         """Create missing tables, add missing columns; never drop or alter what is there."""
@@ -225,6 +230,7 @@ class Ledger:
             "retrieved": int(query.get("retrieved", 0)), "error": query.get("error"),
             "outcome": query.get("outcome"), "outcome_stage": query.get("outcome_stage"), "route": query.get("route"),
             "cache": json.dumps(query["cache"], sort_keys=True, default=str) if query.get("cache") else None,
+            "tenant": query.get("tenant"),
         }
         with self.engine.begin() as conn:  # rolled back as a whole on any error
             conn.execute(sa.insert(queries).values(**qrow))
@@ -234,7 +240,7 @@ class Ledger:
 
     def read(self, since: datetime | None = None, pipeline: str | None = None) -> tuple[list[dict], list[dict]]:
         """Queries (with their run's pipeline) and their stage rows, oldest first."""
-        q = sa.select(queries, runs.c.pipeline, runs.c.kind).join(runs, runs.c.run_id == queries.c.run_id)
+        q = sa.select(*self._cols(queries), runs.c.pipeline, runs.c.kind).join(runs, runs.c.run_id == queries.c.run_id)
         if since is not None:
             q = q.where(queries.c.at >= _naive_utc(since))
         if pipeline is not None:
@@ -245,8 +251,14 @@ class Ledger:
             ids = [r["query_id"] for r in qrows]
             srows: list[dict] = []
             for chunk in _chunks(ids, 500):  # bounded IN lists, for PostgreSQL's parameter limit
-                s = sa.select(stage_calls).where(stage_calls.c.query_id.in_(chunk))
+                s = sa.select(*self._cols(stage_calls)).where(stage_calls.c.query_id.in_(chunk))
                 srows.extend(dict(r._mapping) for r in conn.execute(s))
+        missing_q = [c.name for c in queries.columns if c not in self._cols(queries)]
+        missing_s = [c.name for c in stage_calls.columns if c not in self._cols(stage_calls)]
+        for row in qrows:
+            row.update(dict.fromkeys(missing_q))
+        for row in srows:
+            row.update(dict.fromkeys(missing_s))
         order = {qid: i for i, qid in enumerate(ids)}
         srows.sort(key=lambda r: (order[r["query_id"]], r["seq"] if r["seq"] is not None else 0))
         return qrows, srows

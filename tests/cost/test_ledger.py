@@ -120,17 +120,24 @@ class TestReadOnly:
         con.close()
         assert tables == {"documents"}
 
-    def test_read_only_on_an_old_schema_names_the_missing_columns(self, tmp_path):
+    def test_read_only_on_an_old_schema_reads_the_missing_columns_as_null_and_changes_nothing(self, tmp_path):
         path = tmp_path / "old.duckdb"
-        with Ledger(f"duckdb:///{path}"):
-            pass
+        with Ledger(f"duckdb:///{path}") as led:
+            led.record_query(led.start_run("query", "kb", "v"), {"text": "q"}, _rows())
         con = duckdb.connect(str(path))
-        con.execute("CREATE TABLE old_runs AS SELECT run_id, kind, pipeline, started_at FROM rc_ledger_runs")
-        con.execute("DROP TABLE rc_ledger_runs")
-        con.execute("ALTER TABLE old_runs RENAME TO rc_ledger_runs")
+        for table, keep in (("rc_ledger_queries", "query_id, run_id, \"at\", text, ok, useful, cost_usd, retrieved, error"),
+                            ("rc_ledger_runs", "run_id, kind, pipeline, started_at")):
+            con.execute(f"CREATE TABLE old AS SELECT {keep} FROM {table}")
+            con.execute(f"DROP TABLE {table}")
+            con.execute(f"ALTER TABLE old RENAME TO {table}")
         con.close()
-        with pytest.raises(StoreError, match=r"rc_ledger_runs lacks column\(s\) finished_at, price_book_version, config .*run `ragcost query` once"):
-            Ledger(f"duckdb:///{path}", read_only=True)
+        with Ledger(f"duckdb:///{path}", read_only=True) as led:  # a report on a ledger an older ragcost wrote
+            qrows, srows = led.read(pipeline="kb")
+        assert len(qrows) == 1 and qrows[0]["tenant"] is None and qrows[0]["outcome"] is None and srows
+        con = duckdb.connect(str(path), read_only=True)
+        cols = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'rc_ledger_queries'").fetchall()}
+        con.close()
+        assert "tenant" not in cols, "a read-only report added a column"
 
     def test_read_only_reads_what_was_written(self, url):
         with Ledger(url) as led:

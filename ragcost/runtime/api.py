@@ -1,0 +1,241 @@
+"""The Python API: ``ragcost.open(path)`` gives a session that answers queries, writes the ledger
+and streams answers. The CLI and the HTTP server (``ragcost.serve``) are thin layers over it.
+
+    with ragcost.open("pipelines/quickstart.yaml") as p:
+        r = p.query("how does with call __exit__?", filter={"year": 2024}, k=5)
+        r.hits; r.answer; r.cost
+        async for ev in p.astream("..."): ...   # {"type": "text", "text": ...} ... {"type": "done", "answer": Answer}
+
+A session runs one batch at a time (``run_batch``); the server gathers concurrent requests into
+those batches, so a batch's embed call is shared and split across its queries as the ledger
+splits every batch call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable, Optional
+
+from ragcost.errors import StoreError
+from ragcost.records import Hit, QueryState
+from ragcost.runtime.pipeline import Pipeline
+
+OnEvent = Callable[[QueryState, str, str], None]
+
+
+@dataclass
+class Answer:
+    """One answered (or failed) query: results, answer, and the ledger rows that price it."""
+
+    id: str
+    text: str
+    hits: list[dict[str, Any]]  # doc_id, chunk_no, score, title, text, metadata: read while the batch ran
+    answer: Optional[str]
+    citations: list[str]
+    ok: bool
+    error: Optional[str]
+    outcome: str
+    tenant: Optional[str]
+    useful: int
+    rows: list[dict[str, Any]]  # ledger stage rows: cost_usd is this query's share of each call
+    notes: dict[str, Any] = field(default_factory=dict)
+    route: Optional[str] = None
+    outcome_stage: Optional[str] = None
+    strategy: Any = None  # what the retrieve call reported (exact scan or the index's filtered search)
+
+    @property
+    def cost(self) -> float:
+        """Dollars this query cost: its share of every call that served it, plus amortised storage."""
+        return sum(float(r["cost_usd"]) for r in self.rows)
+
+    def stages(self) -> list[dict[str, Any]]:
+        """Per stage: latency, calls, items in the call and this query's $ (storage included)."""
+        return [{"stage": r["stage"], "resource": r["resource"], "ms": round(r["wall_seconds"] * 1000, 3),
+                 "calls": r["calls"], "items": r["items"], "cost_usd": r["cost_usd"]} for r in self.rows]
+
+    def abandon(self, reason: str) -> None:
+        """Mark a query its client gave up on (disconnect, deadline): recorded with ``reason``, never as a success."""
+        self.ok, self.error, self.outcome, self.useful = False, reason, "failed", 0
+
+    def ledger_query(self) -> dict[str, Any]:
+        return {"query_id": self.id, "text": self.text, "ok": self.ok, "useful": self.useful,
+                "retrieved": len(self.hits), "error": self.error, "outcome": self.outcome,
+                "outcome_stage": self.outcome_stage, "route": self.route, "tenant": self.tenant}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "ok": self.ok, "error": self.error, "outcome": self.outcome, "tenant": self.tenant,
+            "answer": self.answer, "citations": self.citations, "useful": self.useful,
+            "strategy": self.strategy, "hits": self.hits,
+            "stages": self.stages(), "cost_usd": self.cost,
+        }
+
+
+def _hit(h: Hit) -> dict[str, Any]:
+    return {"doc_id": h.doc_id, "chunk_no": h.chunk_no, "score": float(h.score), "title": h.title,
+            "text": h.text, "metadata": h.metadata}
+
+
+def and_filters(*filters: Optional[dict]) -> Optional[dict]:
+    """Every given filter must hold: a key's filter ANDed with the caller's can only narrow, never widen."""
+    parts = [f for f in filters if f]
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else {"$and": parts}
+
+
+class Session:
+    """A loaded, warmed pipeline that answers queries and records each one in the ledger."""
+
+    def __init__(self, path: str | Path, ledger_url: Optional[str] = None, write_ledger: bool = True) -> None:
+        from ragcost.cost.ledger import Ledger
+
+        self.pipe = Pipeline.load(path)
+        self._require_store()
+        self._lock = threading.Lock()  # stages are not re-entrant: one batch at a time
+        self.ledger = Ledger(ledger_url or self.pipe.config.store_url) if write_ledger else None
+        self.run_id: Optional[str] = None
+        self.default_k = next((s.params.k for s in self.pipe.stages() if s.type == "retrieve"), 10)
+        self._gens = [s for s in self.pipe.stages() if s.type == "generate"]
+        self._storage: Optional[tuple[int, int]] = None
+        self._checked: set[str] = set()  # filters already compiled against the declared fields
+
+    def _require_store(self) -> None:
+        import sqlalchemy as sa
+
+        u = sa.engine.make_url(self.pipe.config.store_url)
+        if u.get_backend_name() == "duckdb" and u.database not in (None, "", ":memory:") and not Path(u.database).is_file():
+            raise StoreError(f"no store at {u.database}; run `ragcost index {self.pipe.path}` first")
+
+    @property
+    def name(self) -> str:
+        return self.pipe.config.name
+
+    def warm_up(self) -> None:
+        """Load every model and the index now, so the first query is not the slow one."""
+        self.pipe.warm_up()
+        self._storage = self.pipe.storage_bytes()
+        if self.ledger is not None and self.run_id is None:
+            self.run_id = self.ledger.start_run("query", self.name, self.pipe.price_book.version, {"path": str(self.pipe.path)})
+
+    def state(self, text: str, filter: Optional[dict] = None, k: Optional[int] = None,
+              tenant: Optional[str] = None, id: Optional[str] = None) -> QueryState:
+        """A query state; its filter is parsed and checked against the declared fields now."""
+        from ragcost.store.filters import parse_filter
+
+        expr = parse_filter(filter)
+        if expr is not None:
+            self.check_filter(expr)
+        return QueryState(text=text, id=id or uuid.uuid4().hex, k=k or self.default_k, filter=expr, tenant=tenant)
+
+    def check_filter(self, expr: dict) -> None:
+        """An unknown field or operator fails here, in one line, before the query joins a batch.
+
+        A SQL store's filter is compiled (not run), once per distinct filter: a tenant's key filter
+        is checked on its first query only.
+        """
+        import json
+
+        key = json.dumps(expr, sort_keys=True, default=str)
+        if key in self._checked:
+            return
+        store = self.pipe.store()
+        if all(hasattr(store, a) for a in ("fields", "documents", "values")):
+            from ragcost.store.filters import compile_filter
+
+            compile_filter(expr, store.fields, store.documents, store.values)
+        else:  # another store: run it
+            store.matching_labels(expr)
+        if len(self._checked) > 10_000:
+            self._checked.clear()
+        self._checked.add(key)
+
+    def run_batch(self, states: list[QueryState], on_event: Optional[OnEvent] = None) -> list[Answer]:
+        """One batch through every stage; each answer carries its ledger rows (not yet written)."""
+        from ragcost.cost.compute import stage_row, storage_row
+        from ragcost.runtime.query import useful_count
+
+        if self._storage is None:
+            self.warm_up()
+        with self._lock:
+            for g in self._gens:
+                g.on_event = on_event
+            try:
+                res = self.pipe.run(states)
+            finally:
+                for g in self._gens:
+                    g.on_event = None
+        book = self.pipe.price_book
+        out = []
+        for s in res.states:
+            rows = [stage_row(c.record, book, c.call_id) for c in res.calls if c.serves(s)]
+            rows.append(storage_row(*self._storage, book))
+            out.append(Answer(
+                id=s.id, text=s.text, hits=[_hit(h) for h in s.hits], answer=s.answer, citations=list(s.citations), ok=s.ok,
+                error=s.error, outcome=s.outcome, tenant=s.tenant, useful=useful_count(self.pipe, s) if s.ok else 0,
+                rows=rows, notes=dict(s.notes), route=s.route, outcome_stage=s.outcome_stage,
+                strategy=next((c.record.notes.get("strategies") for c in res.calls
+                               if c.serves(s) and c.record.notes.get("strategies")), None)))
+        return out
+
+    def record(self, answer: Answer) -> None:
+        """Write one answer's query and stage rows in one transaction (nothing when the ledger is off)."""
+        if self.ledger is None:
+            return
+        if self.run_id is None:
+            self.warm_up()
+        self.ledger.record_query(self.run_id, answer.ledger_query(), answer.rows)
+
+    def query(self, text: str, filter: Optional[dict] = None, k: Optional[int] = None,
+              tenant: Optional[str] = None) -> Answer:
+        """Answer one query and record it in the ledger."""
+        answer = self.run_batch([self.state(text, filter, k, tenant)])[0]
+        self.record(answer)
+        return answer
+
+    async def astream(self, text: str, filter: Optional[dict] = None, k: Optional[int] = None,
+                      tenant: Optional[str] = None) -> AsyncIterator[dict[str, Any]]:
+        """Events as generation streams: ``{"type": "text", "text": piece}``..., then ``{"type": "done", "answer": Answer}``."""
+        loop = asyncio.get_running_loop()
+        q: asyncio.Queue = asyncio.Queue()
+        state = self.state(text, filter, k, tenant)
+
+        def on_event(s: QueryState, kind: str, payload: str) -> None:
+            loop.call_soon_threadsafe(q.put_nowait, {"type": kind, "text": payload})
+
+        def work() -> Answer:
+            answer = self.run_batch([state], on_event)[0]
+            self.record(answer)
+            return answer
+
+        fut = loop.run_in_executor(None, work)
+        fut.add_done_callback(lambda _: loop.call_soon_threadsafe(q.put_nowait, None))
+        while True:
+            ev = await q.get()
+            if ev is None:
+                break
+            yield ev
+        yield {"type": "done", "answer": await fut}
+
+    def close(self) -> None:
+        if self.ledger is not None:
+            if self.run_id is not None:
+                self.ledger.finish_run(self.run_id)
+            self.ledger.close()
+            self.ledger = None
+        self.pipe.close()
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def open(path: str | Path, ledger_url: Optional[str] = None, write_ledger: bool = True) -> Session:  # noqa: A001
+    """A session over the pipeline at ``path``; use it as a context manager so the ledger run is closed."""
+    return Session(path, ledger_url=ledger_url, write_ledger=write_ledger)

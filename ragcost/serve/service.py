@@ -1,0 +1,80 @@
+"""What the app runs on: the session, the batcher, the one ledger writer, keys and metrics."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Optional
+
+from ragcost.runtime.api import Answer, Session, and_filters
+from ragcost.serve.batcher import Batcher, Ticket, failed_answer
+from ragcost.serve.keys import Tenant, load_keys
+from ragcost.serve.metrics import Metrics
+from ragcost.serve.writer import LedgerWriter
+
+
+class Service:
+    def __init__(self, pipeline: str | Path, ledger_url: Optional[str] = None) -> None:
+        self.session = Session(pipeline, ledger_url=ledger_url)
+        cfg = self.session.pipe.config.serve
+        self.config = cfg
+        self.keys = load_keys(cfg.keys, self.session.pipe.base, self.session.pipe.loaded.where(["serve", "keys"]))
+        self.metrics = Metrics()
+        self.batcher = Batcher(self.session, cfg.batch_window_ms, cfg.max_batch, cfg.max_queue, self.metrics)
+        self.writer: Optional[LedgerWriter] = None
+        self.ready = False
+
+    @property
+    def name(self) -> str:
+        return self.session.name
+
+    async def start(self) -> None:
+        """Warm up off the event loop (so /healthz answers meanwhile), then take requests."""
+        await asyncio.get_running_loop().run_in_executor(None, self.session.warm_up)
+        self.writer = LedgerWriter(self.session)
+        self.batcher.start()
+        self.ready = True
+
+    async def stop(self) -> None:
+        """After uvicorn has drained the requests in flight: stop the batcher, flush the ledger, close."""
+        self.ready = False
+        await self.batcher.drain()
+        if self.writer is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.writer.close)
+        self.session.close()
+
+    async def submit(self, text: str, filter_: Optional[dict], k: Optional[int], tenant: Optional[Tenant]) -> Ticket:
+        """Queue one query; the key's filter is ANDed in, so a caller can narrow it but never widen it."""
+        key_filter = tenant.filter if tenant else None
+        combined = and_filters(key_filter, filter_)
+        name = tenant.name if tenant else None
+        # A filter is compiled against the declared fields here: a bad one is this request's 422 alone.
+        state = self.session.state(text, combined, k, name)
+        self.metrics.queue_depth.set(self.batcher.depth + 1)
+        return self.batcher.submit(state)
+
+    async def commit(self, t: Ticket, answer: Answer) -> None:
+        """Write the answer's rows; the response completes only after this."""
+        t.recorded = True
+        self.metrics.answer(answer.rows, answer.outcome, answer.outcome == "finished" and answer.ok)
+        await self.writer.write(answer)
+
+    def abandon(self, t: Ticket, reason: str) -> None:
+        """The client gave up: skip the rest of its work and record what it cost, with ``reason``."""
+        if t.recorded:
+            return
+        t.recorded = True
+        self.batcher.abandon(t, reason)
+        if not t.started:  # never ran: recorded at no cost, so every accepted request has a row
+            self.writer.submit(failed_answer(t.state, reason))
+            return
+
+        def record(f: asyncio.Future) -> None:
+            if f.cancelled() or f.exception() is not None:
+                return
+            a = f.result()
+            a.abandon(reason)
+            self.metrics.answer(a.rows, a.outcome, False)
+            self.writer.submit(a)
+
+        t.answer.add_done_callback(record)
