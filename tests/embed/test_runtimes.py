@@ -65,7 +65,6 @@ class TestOnnxEmbedder(EmbedderContract):
         assert (folder / "model.onnx").stat().st_mtime_ns == before
 
 
-@pytest.mark.slow  # a second MiniLM export plus its quantisation: ~15 s alone, more on a busy machine
 class TestOnnxInt8Embedder(EmbedderContract):
     @pytest.fixture(scope="class")
     def int8(self):
@@ -88,7 +87,6 @@ class TestOnnxInt8Embedder(EmbedderContract):
         assert float(np.min(np.sum(int8.embed(TEXTS) * torch_vectors, axis=1))) > 0.98
 
 
-@pytest.mark.slow  # distils the tiny model over MiniLM's 30k-token vocabulary: ~20 s on 2 idle cores
 class TestStaticEmbedder(EmbedderContract):
     @pytest.fixture(scope="class")
     def static(self, tiny):
