@@ -33,14 +33,38 @@ class ChunkingConfig(Strict):
         return self
 
 
+class OnnxOptions(Strict):
+    """How the ONNX Runtime embedder exports the model (at first use, into the ragcost cache)."""
+
+    quantize: Literal["none", "int8"] = Field("none", description="int8: dynamic int8 quantisation of the exported "
+                                                "weights (per channel); faster on CPUs with VNNI, slightly different vectors")
+
+
+class StaticOptions(Strict):
+    """How the static embedder distils the model (model2vec, at first use, into the ragcost cache)."""
+
+    pca_dims: Optional[int] = Field(256, ge=8, description="PCA dimensions of the distilled token vectors; null keeps the model's")
+
+
 class EmbedConfig(Strict):
-    type: str = Field("sentence-transformers", description="embedder backend")
+    type: str = Field("sentence-transformers", description="embedder backend: sentence-transformers (torch), onnx "
+                                                            "(ONNX Runtime, pip install 'ragcost[onnx]'), static (model2vec, "
+                                                            "pip install 'ragcost[static]')")
     model: str = Field("all-MiniLM-L6-v2", description="a packaged model name or a local model folder; nothing is downloaded")
     dim: Optional[int] = Field(None, ge=8, description="truncate to this many dimensions and re-normalise; default: the model's")
     precision: Literal["float32", "float16", "int8", "binary"] = Field("float32", description="how the index stores vectors")
     batch_size: int = Field(64, ge=1, description="texts per encode batch")
     device: Literal["cpu", "cuda", "auto"] = Field("auto", description="auto = cuda when available")
     resource: Optional[str] = Field(None, description="price-book resource; default: the pipeline's")
+    onnx: Optional[OnnxOptions] = Field(None, description="options of type: onnx")
+    static: Optional[StaticOptions] = Field(None, description="options of type: static")
+
+    @model_validator(mode="after")
+    def _options_match_type(self) -> "EmbedConfig":
+        for key in ("onnx", "static"):
+            if getattr(self, key) is not None and self.type != key:
+                raise ValueError(f"{key} options are set but type is {self.type!r}; set type: {key} or remove {key}")
+        return self
 
 
 class UsefulConfig(Strict):

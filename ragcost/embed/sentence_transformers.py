@@ -115,7 +115,12 @@ class SentenceTransformersEmbedder(Embedder):
         return AutoTokenizer.from_pretrained(str(self.path), local_files_only=True)
 
     def fingerprint(self) -> str:
-        key = (str(self.path), max((p.stat().st_mtime for p in self.path.rglob("*") if p.is_file()), default=0.0))
-        if key not in _FINGERPRINTS:
-            _FINGERPRINTS[key] = fingerprint_dir(self.path)
-        return _FINGERPRINTS[key]
+        return source_fingerprint(self.path)
+
+
+def source_fingerprint(path: Path) -> str:
+    """``fingerprint_dir(path)``, remembered per (folder, newest file time): hashing 90 MB takes a while."""
+    key = (str(path), max((p.stat().st_mtime for p in path.rglob("*") if p.is_file()), default=0.0))
+    if key not in _FINGERPRINTS:
+        _FINGERPRINTS[key] = fingerprint_dir(path)
+    return _FINGERPRINTS[key]
