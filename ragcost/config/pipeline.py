@@ -25,11 +25,17 @@ class ChunkingConfig(Strict):
                                 "window less its two special tokens (254 for all-MiniLM-L6-v2)")
     overlap: int = Field(32, ge=0, description="tokens shared by consecutive chunks")
     unit: Literal["tokens"] = "tokens"
+    tail: Literal["none", "merge", "align"] = Field(
+        "none", description="a last window shorter than min_tail: merge = into the previous window; align = laid "
+                            "back to end at the text's end; none = kept as a fragment")
+    min_tail: Optional[int] = Field(None, ge=1, description="tokens below which the tail rule applies; default: a quarter of size")
 
     @model_validator(mode="after")
     def _overlap(self) -> "ChunkingConfig":
         if self.size is not None and self.overlap >= self.size:
             raise ValueError(f"overlap ({self.overlap}) must be smaller than size ({self.size})")
+        if self.size is not None and self.min_tail is not None and self.min_tail > self.size:
+            raise ValueError(f"min_tail ({self.min_tail}) must be at most size ({self.size})")
         return self
 
 

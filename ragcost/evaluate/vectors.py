@@ -49,9 +49,18 @@ class QueryVectors:
 
 
 def cache_key(pipe: Pipeline, dataset: Path) -> str:
+    from ragcost.ingest.chunker import default_min_tail
+
     fp = pipe.embedder.fingerprint()
     size, overlap = pipe.chunking()
-    return f"{dataset.name}-{fp[:12]}-c{size}o{overlap}"
+    ch = pipe.config.chunking
+    tail = "" if ch.tail == "none" else f"-{ch.tail}{ch.min_tail or default_min_tail(size)}"
+    return f"{dataset.name}-{fp[:12]}-c{size}o{overlap}{tail}"
+
+
+def text_cache_path(pipe: Pipeline, dataset: Path, cache_dir: Path) -> Path:
+    """Vectors by chunk text, shared by every chunking of this dataset under this embedder."""
+    return cache_dir / f"{dataset.name}-{pipe.embedder.fingerprint()[:12]}.texts.npz"
 
 
 def cache_pipeline(pipe: Pipeline, dataset: Path, cache_dir: Path) -> Pipeline:
@@ -66,8 +75,11 @@ def cache_pipeline(pipe: Pipeline, dataset: Path, cache_dir: Path) -> Pipeline:
     })
     from ragcost.runtime.load import LoadedPipeline
 
+    from ragcost.evaluate.textcache import CachedEmbedder, TextVectorCache
+
     cp = Pipeline(LoadedPipeline(cfg, pipe.path, pipe.raw, cfg.index, []))
-    cp.__dict__["embedder"] = pipe.embedder  # one loaded model (a cached_property's slot)
+    # one loaded model (a cached_property's slot), answering chunk texts another chunking embedded already
+    cp.__dict__["embedder"] = CachedEmbedder(pipe.embedder, TextVectorCache(text_cache_path(pipe, dataset, cache_dir)))
     return cp
 
 
@@ -83,6 +95,9 @@ def embed_corpus(
     store = cp.store()
     labels, vectors = store.vectors()
     _, chunk_docs = store.chunk_column("doc_id")  # same labels, same (ascending) order
+    cache = cp.embedder._cache
+    cache.add(store.chunk_column("text")[1], vectors)  # a store embedded before the text cache seeds it
+    cache.save()
     doc_ids = sorted(set(chunk_docs))
     pos = {d: i for i, d in enumerate(doc_ids)}
     doc_of = np.fromiter((pos[d] for d in chunk_docs), dtype=np.int64, count=len(chunk_docs))

@@ -82,7 +82,8 @@ def _chunker(pipe: Pipeline):
     from ragcost.ingest.chunker import Chunker
 
     size, overlap = pipe.chunking()
-    return Chunker(pipe.embedder.tokenizer, size, overlap)
+    ch = pipe.config.chunking
+    return Chunker(pipe.embedder.tokenizer, size, overlap, tail=ch.tail, min_tail=ch.min_tail)
 
 
 def _redact(pipe: Pipeline, docs: list[SourceDocument], report: IngestReport) -> list[SourceDocument]:
@@ -175,7 +176,7 @@ def run_index(
     emb.warm_up()
     chunker = _chunker(pipe)
 
-    made_by = {"model": emb.fingerprint(), "chunk_size": chunker.size, "chunk_overlap": chunker.overlap}
+    made_by = {"model": emb.fingerprint(), **chunker.made_by()}
     old = _made_by(store.get_meta(EMBEDDER_META))
     if old is not None and old != made_by:
         # Chunks and vectors from two models (or two chunkings) must never mix: drop them all, re-embed.
