@@ -255,7 +255,8 @@ def _sweep(walk: _Walk, vi: int, v: Variant, ev: Any, group: list[Candidate], in
         if recall >= 0.999 or r.useful >= ceiling.useful and r.quality(walk.q) >= ceiling.quality(walk.q):
             walk.step(r, "reaches exact search's results: stop sweep" + (f" (skips {rest} larger)" if rest else ""))
             return
-        walk.step(r, ("above" if walk.passes(r) else "below") + " the floor: search wider")
+        where = "above" if walk.passes(r) else "below"
+        walk.step(r, f"{where} the floor: search wider" if rest else f"{where} the floor: the sweep's last value")
 
 
 def _baseline(walk: _Walk, prepared: list, pipe: Any) -> None:
