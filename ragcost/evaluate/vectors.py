@@ -4,8 +4,8 @@ The corpus goes through the pipeline's own indexing (``run_index`` with the beir
 Store of its own: ``.ragcost/eval/<dataset>-<fingerprint12>-c<size>o<overlap>.duckdb``. The
 fingerprint is the model's bytes, the name carries the chunking, and the store's per-document
 content hashes (with pruning) keep it at the corpus revision, so a rerun embeds nothing new.
-Query vectors are cached beside it, keyed by the hash of each query's text, with the measured
-embedding seconds and tokens that price them.
+Query vectors are cached beside it per embedder (not per chunking), keyed by the hash of each
+query's text, with the measured embedding seconds and tokens that price them.
 """
 
 from __future__ import annotations
@@ -111,7 +111,9 @@ def _text_hash(text: str) -> str:
 def embed_queries(pipe: Pipeline, queries: dict[str, str], dataset: Path, cache_dir: Path = DEFAULT_CACHE) -> QueryVectors:
     """Vectors of ``queries`` (id -> text), from the cache where the text is unchanged, else embedded in batches."""
     emb = pipe.embedder
-    path = cache_dir / f"{cache_key(pipe, dataset)}.queries.npz"
+    # keyed by the embedder alone: queries are not chunked, so every chunking of the grid prices the same
+    # query vectors and embedding seconds (a re-timed copy per chunking would make its dollars differ by noise)
+    path = cache_dir / f"{dataset.name}-{pipe.embedder.fingerprint()[:12]}.queries.npz"
     cached: dict[str, tuple[str, np.ndarray, float, int]] = {}
     if path.is_file():
         z = np.load(path, allow_pickle=False)
