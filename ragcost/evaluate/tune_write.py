@@ -15,18 +15,23 @@ def _yaml() -> Any:
     y = YAML()  # round-trip: keeps comments, key order and flow style
     y.preserve_quotes = True
     y.width = 4096
+    y.indent(mapping=2, sequence=4, offset=2)  # `  - item`, as the pipelines in this repository are written
     return y
 
 
-def _index_value(r: Any, pipeline_path: Path) -> Any:
-    """The index file (relative to the pipeline) when its own search parameters were chosen, else inline."""
+def _index_value(r: Any, pipeline_path: Path, old: Any) -> Any:
+    """The index file (as the pipeline named it, else relative to it) when its own search parameters
+    were chosen, else the build and search parameters inline."""
     from ragcost.index import load_index_file
 
     f = Path(r.index_file)
     if f.is_file():
         cfg = load_index_file(f)
         if dict(cfg.search) == dict(r.search):
-            return os.path.relpath(f.resolve(), pipeline_path.resolve().parent)
+            base = pipeline_path.resolve().parent
+            if isinstance(old, str) and (base / old).resolve() == f.resolve():
+                return old
+            return os.path.relpath(f.resolve(), base)
     return {"backend": r.backend, "kind": r.kind, "build": dict(r.build), "search": dict(r.search)}
 
 
@@ -52,7 +57,7 @@ def write_choice(pipeline_path: Path, chosen: Any, note: str) -> list[str]:
     embed.update({k: v for k, v in chosen.embed.items() if k not in ("dim", "precision")})
     embed.update(dim=int(chosen.dim), precision=chosen.precision)
     values = {"embed": embed, "chunking": {**dict(doc.get("chunking") or {}), **chosen.chunking},
-              "index": _index_value(chosen, pipeline_path)}
+              "index": _index_value(chosen, pipeline_path, doc.get("index"))}
     changed = []
     for key, value in values.items():
         old = doc.get(key)
