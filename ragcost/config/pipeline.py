@@ -26,9 +26,9 @@ class ChunkingConfig(Strict):
     overlap: int = Field(32, ge=0, description="tokens shared by consecutive chunks")
     unit: Literal["tokens"] = "tokens"
     tail: Literal["none", "merge", "align"] = Field(
-        "none", description="a last window shorter than min_tail: merge = into the previous window; align = laid "
-                            "back to end at the text's end; none = kept as a fragment")
-    min_tail: Optional[int] = Field(None, ge=1, description="tokens below which the tail rule applies; default: a quarter of size")
+        "align", description="a last window shorter than min_tail: align = laid back to end at the text's end (measured "
+                             "best on SciFact and Cranfield); merge = into the previous window; none = kept as a fragment")
+    min_tail: Optional[int] = Field(None, ge=1, description="tokens below which the tail rule applies; default: half of size")
 
     @model_validator(mode="after")
     def _overlap(self) -> "ChunkingConfig":

@@ -18,8 +18,8 @@ class Chunk:
 
 
 def default_min_tail(size: int) -> int:
-    """A quarter of the window: shorter last windows are the fragments that win max-over-chunks on their own."""
-    return max(1, size // 4)
+    """Half the window: measured better than a quarter on SciFact and Cranfield (README, "Tuning")."""
+    return max(1, size // 2)
 
 
 class Chunker:

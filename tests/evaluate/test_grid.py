@@ -18,8 +18,8 @@ def grid_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("grid")
     write_beir(folder / "data" / "synth")
     spec = write_spec(folder, FLAT, dims=[64], precisions=["float32"],
-                      chunking=[{"size": 8, "overlap": 0}, {"size": 8, "overlap": 0, "tail": "align", "min_tail": 8},
-                                {"size": 16, "overlap": 4}],
+                      chunking=[{"size": 8, "overlap": 0, "tail": "none"}, {"size": 8, "overlap": 0, "tail": "align", "min_tail": 8},
+                                {"size": 16, "overlap": 4, "tail": "none"}],
                       embedders=[{"type": "test-hashing", "batch_size": 8}])
     return folder, spec, run_eval(load_spec(spec), folder / "cache")
 

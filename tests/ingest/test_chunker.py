@@ -112,12 +112,12 @@ class TestTailRule:
             assert chunker.chunk_many(texts[:30]) == Chunker(tokenizer, 64, 8).chunk_many(texts[:30])
             assert Chunker(tokenizer, 64, 8, tail=tail).chunk("a short text") == Chunker(tokenizer, 64, 8).chunk("a short text")
 
-    def test_the_default_min_tail_is_a_quarter_of_the_window(self, tokenizer):
-        assert Chunker(tokenizer, 254, 32, tail="align").min_tail == 63
+    def test_the_default_min_tail_is_half_the_window(self, tokenizer):
+        assert Chunker(tokenizer, 254, 32, tail="align").min_tail == 127
 
     def test_made_by_names_the_rule_only_when_there_is_one(self, tokenizer):
         assert Chunker(tokenizer, 254, 32).made_by() == {"chunk_size": 254, "chunk_overlap": 32}
-        assert Chunker(tokenizer, 254, 32, tail="align").made_by()["chunk_tail"] == "align:63"
+        assert Chunker(tokenizer, 254, 32, tail="align").made_by()["chunk_tail"] == "align:127"
 
     @pytest.mark.parametrize("tail, min_tail, match", [("drop", None, "tail rule 'drop' is unknown"),
                                                        ("merge", 65, "min_tail must be in 1..size"),

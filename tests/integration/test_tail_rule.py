@@ -11,7 +11,7 @@ from tests.cli.conftest import run_cli, write_corpus, write_pipeline
 
 def test_changing_the_tail_rule_is_refused_until_reindexed_and_then_re_embeds(tmp_path, capsys):
     write_corpus(tmp_path / "kb.jsonl")
-    p = write_pipeline(tmp_path, chunking={"size": 16, "overlap": 4})
+    p = write_pipeline(tmp_path, chunking={"size": 16, "overlap": 4, "tail": "none"})
     assert run_cli(capsys, "index", p)[0] == 0
     write_pipeline(tmp_path, chunking={"size": 16, "overlap": 4, "tail": "align", "min_tail": 8})
     pipe = Pipeline.load(p)
