@@ -16,6 +16,30 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("RAGCOST_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
+EVAL_CACHE = REPO / ".ragcost" / "eval"  # the cache `ragcost eval` fills: tests and evals embed a corpus once
+
+
+@pytest.fixture(scope="session")
+def eval_corpus(shared_data):
+    """``get(name)`` -> (pipeline, CorpusVectors) of pipelines/<name>.yaml over ../shared/data/<name>, embedded
+    once per session into the eval cache (and so not at all when `ragcost eval` or an earlier run filled it)."""
+    from ragcost.evaluate.vectors import embed_corpus
+    from ragcost.runtime.pipeline import Pipeline
+
+    made: dict = {}
+
+    def get(name: str):
+        if name not in made:
+            pipe = Pipeline.load(REPO / "pipelines" / f"{name}.yaml")
+            made[name] = (pipe, embed_corpus(pipe, shared_data / name, EVAL_CACHE))
+        return made[name]
+
+    yield get
+    for pipe, corpus in made.values():
+        corpus.pipeline.close()
+        pipe.close()
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():

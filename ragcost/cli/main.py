@@ -20,13 +20,14 @@ def _root(debug: bool = typer.Option(False, "--debug", help="show full traceback
 
 
 def _register() -> None:
-    from ragcost.cli import config_cmds, eval_cmd, index_cmd, query_cmd
+    from ragcost.cli import config_cmds, eval_cmd, index_cmd, query_cmd, tune_cmd
 
     app.command("index")(index_cmd.index)
     app.command("query")(query_cmd.query)
     app.command("validate")(config_cmds.validate)
     app.command("schema")(config_cmds.schema)
     app.command("eval")(eval_cmd.eval_)
+    app.command("tune")(tune_cmd.tune)
     from ragcost.cli.plan import plan
     from ragcost.cli.report import report
 

@@ -25,11 +25,17 @@ class ChunkingConfig(Strict):
                                 "window less its two special tokens (254 for all-MiniLM-L6-v2)")
     overlap: int = Field(32, ge=0, description="tokens shared by consecutive chunks")
     unit: Literal["tokens"] = "tokens"
+    tail: Literal["none", "merge", "align"] = Field(
+        "align", description="a last window shorter than min_tail: align = laid back to end at the text's end (measured "
+                             "best on SciFact and Cranfield); merge = into the previous window; none = kept as a fragment")
+    min_tail: Optional[int] = Field(None, ge=1, description="tokens below which the tail rule applies; default: half of size")
 
     @model_validator(mode="after")
     def _overlap(self) -> "ChunkingConfig":
         if self.size is not None and self.overlap >= self.size:
             raise ValueError(f"overlap ({self.overlap}) must be smaller than size ({self.size})")
+        if self.size is not None and self.min_tail is not None and self.min_tail > self.size:
+            raise ValueError(f"min_tail ({self.min_tail}) must be at most size ({self.size})")
         return self
 
 

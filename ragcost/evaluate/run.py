@@ -48,6 +48,8 @@ class ConfigResult:
     build: dict[str, Any] = field(default_factory=dict)
     search: dict[str, Any] = field(default_factory=dict)
     rerank: Optional[dict[str, Any]] = None
+    embed: dict[str, Any] = field(default_factory=dict)  # the grid's embedders/chunking entry it ran on
+    chunking: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
     p50_ms: float = 0.0
     p95_ms: float = 0.0
@@ -113,17 +115,27 @@ def _noop(task: str, done: int, total: Optional[int]) -> None:
 def run_eval(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Progress = _noop) -> EvalRun:
     """Everything `ragcost eval SPEC` measures, as data (nothing printed, nothing written but the caches)."""
     from ragcost.evaluate.pareto import mark
+    from ragcost.evaluate.grid import merge_variant, variants
     from ragcost.runtime.pipeline import Pipeline
 
     t_start = perf_counter()
     pipe = Pipeline.load(ls.pipeline_path, judge=False)  # eval judges by the qrels, and calibrates the threshold
+    run: Optional[EvalRun] = None
+    vs = []
     try:
-        run, ev, candidates = _prepare(ls, pipe, cache_dir, progress)
-        _measure_all(run, ev, candidates, progress)
+        vs = variants(ls.spec, pipe)
+        for v in vs:  # one corpus embedding per (embedder, chunking)
+            vrun, ev, candidates = _prepare(ls, v.pipe, cache_dir, progress)
+            _measure_all(vrun, ev, candidates, progress)
+            run = merge_variant(run, vrun, v)
+        assert run is not None
         mark(run.results, ls.spec.quality, ls.spec.within_pct)
         run.wall_seconds = perf_counter() - t_start
         return run
     finally:
+        for v in vs:
+            if v.pipe is not pipe:
+                v.pipe.close()
         pipe.close()
 
 

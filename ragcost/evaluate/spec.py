@@ -17,6 +17,7 @@ from typing import Any, Literal, Optional, Union
 from pydantic import Field, ValidationError, field_validator
 
 from ragcost.config.base import Strict
+from ragcost.config.pipeline import ChunkingConfig, EmbedConfig
 
 from ragcost.config.index import IndexConfig
 from ragcost.config.base import format_validation_error, position
@@ -57,6 +58,10 @@ class EvalSpec(Strict):
     pipeline: str = Field(description="pipeline YAML: embedding model, chunking, price book and resources")
     dataset: str = Field(description="BEIR folder (corpus.jsonl[.gz], queries.jsonl, qrels.tsv), relative to the spec file")
     grid: list[GridEntry] = Field(min_length=1, description="index configs to compare")
+    embedders: Optional[list[EmbedConfig]] = Field(
+        None, min_length=1, description="embed: entries (type, model, options) to compare; default: the pipeline's")
+    chunking: Optional[list[ChunkingConfig]] = Field(
+        None, min_length=1, description="chunking: entries (size, overlap, tail, min_tail) to compare; default: the pipeline's")
     dims: Optional[list[int]] = Field(None, description="embedding dims (truncate + re-normalise); default: the pipeline's")
     precisions: list[Precision] = Field(default_factory=lambda: ["float32"], description="index precisions")
     k: list[int] = Field(default_factory=lambda: [10], min_length=1, description="cut-offs; the first is the context size that counts useful documents")

@@ -4,8 +4,8 @@ The corpus goes through the pipeline's own indexing (``run_index`` with the beir
 Store of its own: ``.ragcost/eval/<dataset>-<fingerprint12>-c<size>o<overlap>.duckdb``. The
 fingerprint is the model's bytes, the name carries the chunking, and the store's per-document
 content hashes (with pruning) keep it at the corpus revision, so a rerun embeds nothing new.
-Query vectors are cached beside it, keyed by the hash of each query's text, with the measured
-embedding seconds and tokens that price them.
+Query vectors are cached beside it per embedder (not per chunking), keyed by the hash of each
+query's text, with the measured embedding seconds and tokens that price them.
 """
 
 from __future__ import annotations
@@ -49,9 +49,18 @@ class QueryVectors:
 
 
 def cache_key(pipe: Pipeline, dataset: Path) -> str:
+    from ragcost.ingest.chunker import default_min_tail
+
     fp = pipe.embedder.fingerprint()
     size, overlap = pipe.chunking()
-    return f"{dataset.name}-{fp[:12]}-c{size}o{overlap}"
+    ch = pipe.config.chunking
+    tail = "" if ch.tail == "none" else f"-{ch.tail}{ch.min_tail or default_min_tail(size)}"
+    return f"{dataset.name}-{fp[:12]}-c{size}o{overlap}{tail}"
+
+
+def text_cache_path(pipe: Pipeline, dataset: Path, cache_dir: Path) -> Path:
+    """Vectors by chunk text, shared by every chunking of this dataset under this embedder."""
+    return cache_dir / f"{dataset.name}-{pipe.embedder.fingerprint()[:12]}.texts.npz"
 
 
 def cache_pipeline(pipe: Pipeline, dataset: Path, cache_dir: Path) -> Pipeline:
@@ -66,8 +75,11 @@ def cache_pipeline(pipe: Pipeline, dataset: Path, cache_dir: Path) -> Pipeline:
     })
     from ragcost.runtime.load import LoadedPipeline
 
+    from ragcost.evaluate.textcache import CachedEmbedder, TextVectorCache
+
     cp = Pipeline(LoadedPipeline(cfg, pipe.path, pipe.raw, cfg.index, []))
-    cp.__dict__["embedder"] = pipe.embedder  # one loaded model (a cached_property's slot)
+    # one loaded model (a cached_property's slot), answering chunk texts another chunking embedded already
+    cp.__dict__["embedder"] = CachedEmbedder(pipe.embedder, TextVectorCache(text_cache_path(pipe, dataset, cache_dir)))
     return cp
 
 
@@ -83,6 +95,9 @@ def embed_corpus(
     store = cp.store()
     labels, vectors = store.vectors()
     _, chunk_docs = store.chunk_column("doc_id")  # same labels, same (ascending) order
+    cache = cp.embedder._cache
+    cache.add(store.chunk_column("text")[1], vectors)  # a store embedded before the text cache seeds it
+    cache.save()
     doc_ids = sorted(set(chunk_docs))
     pos = {d: i for i, d in enumerate(doc_ids)}
     doc_of = np.fromiter((pos[d] for d in chunk_docs), dtype=np.int64, count=len(chunk_docs))
@@ -96,7 +111,9 @@ def _text_hash(text: str) -> str:
 def embed_queries(pipe: Pipeline, queries: dict[str, str], dataset: Path, cache_dir: Path = DEFAULT_CACHE) -> QueryVectors:
     """Vectors of ``queries`` (id -> text), from the cache where the text is unchanged, else embedded in batches."""
     emb = pipe.embedder
-    path = cache_dir / f"{cache_key(pipe, dataset)}.queries.npz"
+    # keyed by the embedder alone: queries are not chunked, so every chunking of the grid prices the same
+    # query vectors and embedding seconds (a re-timed copy per chunking would make its dollars differ by noise)
+    path = cache_dir / f"{dataset.name}-{pipe.embedder.fingerprint()[:12]}.queries.npz"
     cached: dict[str, tuple[str, np.ndarray, float, int]] = {}
     if path.is_file():
         z = np.load(path, allow_pickle=False)

@@ -83,7 +83,8 @@ def _chunker(pipe: Pipeline):
 
     pipe.check_dim()  # before anything is embedded
     size, overlap = pipe.chunking()
-    return Chunker(pipe.embedder.tokenizer, size, overlap)
+    ch = pipe.config.chunking
+    return Chunker(pipe.embedder.tokenizer, size, overlap, tail=ch.tail, min_tail=ch.min_tail)
 
 
 def _redact(pipe: Pipeline, docs: list[SourceDocument], report: IngestReport) -> list[SourceDocument]:
@@ -191,9 +192,10 @@ def _read(pipe: Pipeline, source: Optional[str], reader: Optional[str], summary:
     return docs
 
 
+
 def _drop_what_another_model_made(pipe: Pipeline, store, chunker, summary: IndexSummary) -> None:
     """Chunks and vectors from two models (or two chunkings) must never mix: drop them all, re-embed."""
-    made_by = {"model": pipe.embedder.fingerprint(), "chunk_size": chunker.size, "chunk_overlap": chunker.overlap}
+    made_by = {"model": pipe.embedder.fingerprint(), **chunker.made_by()}
     old = _made_by(store.get_meta(EMBEDDER_META))
     if old is not None and old != made_by:
         what = [k for k in made_by if old.get(k) != made_by[k]]

@@ -125,9 +125,18 @@ class Pipeline:
             "backend": self.index_config.backend,
             "kind": self.index_config.kind,
             "build": self.index_config.build,
-            "chunking": dict(zip(("size", "overlap"), self.chunking())),
+            "chunking": self._chunking_made_by(),
             "corpus_revision": corpus_revision,
         }
+
+    def _chunking_made_by(self) -> dict:
+        """Size and overlap; the tail rule only when there is one (artifacts built before it stay valid)."""
+        from ragcost.ingest.chunker import default_min_tail
+
+        size, overlap = self.chunking()
+        ch = self.config.chunking
+        tail = {} if ch.tail == "none" else {"tail": ch.tail, "min_tail": ch.min_tail or default_min_tail(size)}
+        return {"size": size, "overlap": overlap, **tail}
 
     def chunking(self) -> tuple[int, int]:
         """(size, overlap) in tokens: the configured size, or the model's window less its two special tokens."""

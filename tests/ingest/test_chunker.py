@@ -67,3 +67,61 @@ class TestChunker:
 
     def test_count_tokens_ignores_special_tokens(self, tokenizer):
         assert Chunker(tokenizer, 16).count_tokens("hello world") == 2
+
+
+def _short_tailed(chunker, texts):
+    """(text, chunks without a tail rule) for texts whose last window is shorter than min_tail."""
+    plain = Chunker(chunker.tokenizer, chunker.size, chunker.overlap)
+    out = []
+    for text, chunks in zip(texts, plain.chunk_many(texts)):
+        if len(chunks) >= 2 and chunks[-1].n_tokens < chunker.min_tail:
+            out.append((text, chunks))
+    assert len(out) >= 5, "the fixture texts must have short tails for this test to mean anything"
+    return out
+
+
+class TestTailRule:
+    def test_none_keeps_the_short_fragment(self, tokenizer, texts):
+        chunker = Chunker(tokenizer, 64, 8, tail="none", min_tail=32)
+        for text, plain in _short_tailed(Chunker(tokenizer, 64, 8, tail="merge", min_tail=32), texts):
+            assert chunker.chunk(text) == plain
+
+    def test_merge_joins_a_short_last_window_to_the_previous_one(self, tokenizer, texts):
+        chunker = Chunker(tokenizer, 64, 8, tail="merge", min_tail=32)
+        for text, plain in _short_tailed(chunker, texts):
+            got = chunker.chunk(text)
+            assert got[:-1] == plain[:-2] and len(got) == len(plain) - 1
+            last = got[-1]
+            assert last.start == plain[-2].start and last.end == plain[-1].end and text[last.start:last.end] == last.text
+            assert chunker.count_tokens(last.text) == last.n_tokens < 64 + 32 - 8
+
+    def test_align_lays_the_last_window_back_to_end_at_the_text_end(self, tokenizer, texts):
+        chunker = Chunker(tokenizer, 64, 8, tail="align", min_tail=32)
+        for text, plain in _short_tailed(chunker, texts):
+            got = chunker.chunk(text)
+            assert got[:-1] == plain[:-1] and len(got) == len(plain)
+            last = got[-1]
+            assert last.end == plain[-1].end and got[-2].start < last.start < plain[-1].start
+            # the window starts at the first word start that keeps it within size tokens
+            assert 32 <= last.n_tokens <= 64 and last.n_tokens > plain[-1].n_tokens
+            assert chunker.count_tokens(last.text) == last.n_tokens
+
+    def test_a_long_enough_tail_and_a_single_window_are_left_alone(self, tokenizer, texts):
+        for tail in ("merge", "align"):
+            chunker = Chunker(tokenizer, 64, 8, tail=tail, min_tail=1)
+            assert chunker.chunk_many(texts[:30]) == Chunker(tokenizer, 64, 8).chunk_many(texts[:30])
+            assert Chunker(tokenizer, 64, 8, tail=tail).chunk("a short text") == Chunker(tokenizer, 64, 8).chunk("a short text")
+
+    def test_the_default_min_tail_is_half_the_window(self, tokenizer):
+        assert Chunker(tokenizer, 254, 32, tail="align").min_tail == 127
+
+    def test_made_by_names_the_rule_only_when_there_is_one(self, tokenizer):
+        assert Chunker(tokenizer, 254, 32).made_by() == {"chunk_size": 254, "chunk_overlap": 32}
+        assert Chunker(tokenizer, 254, 32, tail="align").made_by()["chunk_tail"] == "align:127"
+
+    @pytest.mark.parametrize("tail, min_tail, match", [("drop", None, "tail rule 'drop' is unknown"),
+                                                       ("merge", 65, "min_tail must be in 1..size"),
+                                                       ("align", 0, "min_tail must be in 1..size")])
+    def test_a_bad_rule_is_refused(self, tokenizer, tail, min_tail, match):
+        with pytest.raises(ValueError, match=match):
+            Chunker(tokenizer, 64, 8, tail=tail, min_tail=min_tail)

@@ -13,32 +13,35 @@ from ragcost.runtime.pipeline import Pipeline
 from ragcost.runtime.query import run_queries
 
 REPO = Path(__file__).resolve().parents[2]
-# The embedded corpus is kept between local runs (CI starts clean and embeds once, ~8 min on 2 cores).
-CACHE = REPO / ".ragcost" / "test-cache"
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def scifact(shared_data):
-    CACHE.mkdir(parents=True, exist_ok=True)
+def scifact(eval_corpus, tmp_path_factory):
+    # The corpus is embedded once per session into the eval cache (shared with `ragcost eval` and every
+    # other test that reads SciFact); this pipeline reads that store and only builds its own flat index.
+    base, corpus = eval_corpus("scifact")
+    cache = corpus.pipeline.config
+    folder = tmp_path_factory.mktemp("scifact")
     cfg = {
         "name": "scifact",
-        "store": f"duckdb:///{CACHE / 'scifact.duckdb'}",
-        "index_dir": str(CACHE / "scifact-flat"),
-        "source": {"path": str(shared_data / "scifact"), "reader": "beir"},
+        "store": cache.store_url,
+        "index_dir": str(folder / "scifact-flat"),
+        "source": {"path": cache.source_config.path, "reader": "beir"},
         "chunking": {"size": 254, "overlap": 32},
         "embed": {"model": "all-MiniLM-L6-v2", "batch_size": 64},
         "index": {"backend": "faiss", "kind": "flat"},
         "pricing": str(REPO / "pricing" / "default.yaml"),
         "stages": [{"type": "retrieve", "k": 10}],
     }
-    path = CACHE / "scifact.yaml"
+    path = folder / "scifact.yaml"
     path.write_text(json.dumps(cfg), encoding="utf-8")
     pipe = Pipeline.load(path)
+    pipe.__dict__["embedder"] = base.embedder  # one loaded model
     summary = run_index(pipe)
-    assert summary.documents == 5183
-    queries = [json.loads(line) for line in (shared_data / "scifact" / "queries.jsonl").open(encoding="utf-8")]
+    assert summary.documents == 5183 and summary.embedded_documents == 0
+    queries = [json.loads(line) for line in (Path(cache.source_config.path) / "queries.jsonl").open(encoding="utf-8")]
     yield pipe, queries
     pipe.close()
 

@@ -1,0 +1,60 @@
+"""`ragcost tune SPEC --floor 0.98 [--write]`: the cheapest configuration above a quality floor."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ragcost.cli.text import markup_safe as _m
+
+
+def _money(v: Optional[float]) -> str:
+    return "n/a (0 useful)" if v is None else f"${v:.3g}"
+
+
+def tune(
+    spec: Path = typer.Argument(..., help="eval spec YAML (eval/*.yaml): the grid to search"),
+    floor: float = typer.Option(0.98, "--floor", help="keep configurations with quality >= floor x the best measured"),
+    write: bool = typer.Option(False, "--write", help="write the chosen configuration into the pipeline YAML, with comments"),
+    max_queries: Optional[int] = typer.Option(None, "--max-queries", help="evaluate only the first N judged queries"),
+    cache_dir: Path = typer.Option(Path(".ragcost/eval"), "--cache-dir", help="where corpus and query vectors are cached"),
+) -> None:
+    """Find the cheapest configuration ($ per useful document) whose quality is within the floor, without the full grid."""
+    from rich.console import Console
+
+    from ragcost.cli.eval_cmd import _progress_runner
+    from ragcost.evaluate.spec import load_spec
+    from ragcost.evaluate.tune import summary_lines, tune as run_tune
+
+    out = Console(width=None if sys.stdout.isatty() else 220)
+    ls = load_spec(spec)
+    if max_queries is not None:
+        ls.spec.max_queries = max_queries
+    cb, bar = _progress_runner(Console(stderr=True, soft_wrap=True))
+    with bar:
+        rep = run_tune(ls, floor, cache_dir, progress=cb)
+    for line in summary_lines(rep):
+        out.print(_m(line), highlight=False)
+    out.print(f"ran {rep.ran} of the full grid's {rep.full_grid} configurations", highlight=False)
+    c, b = rep.chosen, rep.baseline
+    if c is None:
+        out.print("no configuration reached the floor (every one measured has no useful document)", highlight=False)
+        raise typer.Exit(1)
+    q = rep.quality
+    out.print(f"chosen: [bold]{_m(c.name)}[/] — {q} {c.quality(q):.4f} ({c.quality(q) / rep.best_quality:.1%} of the best), "
+              f"{_money(c.usd_per_useful)} per useful document, p95 {c.p95_ms:.2f} ms, {c.bytes_per_vector:,.0f} B/vector",
+              highlight=False)
+    if b is not None:
+        saved = rep.savings()
+        out.print(f"pipeline's current configuration: {_m(b.name)} — {q} {b.quality(q):.4f}, {_money(b.usd_per_useful)} "
+                  f"per useful document; " + ("savings n/a" if saved is None else f"saves {saved:.1%} per useful document"),
+                  highlight=False)
+    if write:
+        from ragcost.evaluate.tune_write import write_choice
+
+        note = f"{q} {c.quality(q):.4f}, {_money(c.usd_per_useful)}/useful (floor {floor:g} x best {rep.best_quality:.4f})"
+        changed = write_choice(ls.pipeline_path, c, note)
+        out.print(f"wrote {_m(str(ls.pipeline_path))} ({', '.join(changed) or 'no value changed'})", highlight=False)

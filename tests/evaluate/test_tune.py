@@ -1,0 +1,90 @@
+"""`ragcost tune`: the cheapest configuration above the floor, found without running the full grid."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from ragcost.cli.main import main
+from ragcost.errors import ConfigError
+from ragcost.evaluate.run import run_eval
+from ragcost.evaluate.spec import load_spec
+from ragcost.evaluate.tune import tune
+from tests.evaluate.conftest import REPO, write_beir, write_spec
+
+GRID = f"""grid:
+  - index: {REPO}/indexes/flat.yaml
+  - index: {REPO}/indexes/hnsw-m16.yaml
+    sweep: {{ef: [8, 16, 64]}}
+  - index: {REPO}/indexes/ivf-flat.yaml
+    sweep: {{nprobe: [1, 2, 4]}}"""
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tune")
+    write_beir(folder / "data" / "synth", n_docs=160)
+    spec = write_spec(folder, GRID, dims=[64, 48, 32], precisions=["float32", "int8"], k=[10])
+    pipe = json.loads((folder / "pipe.yaml").read_text())
+    (folder / "pipe.yaml").write_text(json.dumps({**pipe, "index": {"backend": "faiss", "kind": "flat"}}))
+    cache = folder / "cache"
+    return folder, spec, tune(load_spec(spec), 0.98, cache), run_eval(load_spec(spec), cache)
+
+
+class TestTune:
+    def test_runs_fewer_configurations_than_the_full_grid(self, tuned):
+        _, _, rep, full = tuned
+        assert rep.full_grid == len(full.ok())
+        assert 0 < rep.ran < rep.full_grid
+
+    def test_the_choice_is_above_the_floor_of_the_best_quality_in_the_full_grid(self, tuned):
+        _, _, rep, full = tuned
+        best = max(r.metrics["ndcg@10"] for r in full.ok())
+        assert rep.chosen.metrics["ndcg@10"] >= 0.98 * best - 1e-9
+
+    def test_the_choice_is_no_dearer_than_the_pipelines_configuration(self, tuned):
+        rep = tuned[2]
+        assert rep.baseline.name == "flat d64 f32"
+        assert rep.chosen.usd_per_useful <= rep.baseline.usd_per_useful
+        assert rep.savings() == pytest.approx(1 - rep.chosen.usd_per_useful / rep.baseline.usd_per_useful)
+
+    def test_every_step_says_why_the_walk_went_on_or_stopped(self, tuned):
+        rep = tuned[2]
+        assert rep.steps[0].verdict.startswith("ceiling")
+        assert all(s.verdict for s in rep.steps)
+        assert any("stop" in s.verdict for s in rep.steps) or rep.pruned
+
+    def test_cli_prints_the_path_the_savings_and_the_count_and_writes_the_pipeline(self, tuned, capsys):
+        folder, spec, rep, _ = tuned
+        pipe = folder / "pipe.yaml"
+        import yaml
+
+        from ragcost.runtime.pipeline import Pipeline
+
+        pipe.write_text("# our pipeline\n" + yaml.safe_dump(json.loads(pipe.read_text()), sort_keys=False))
+        assert main(["tune", str(spec), "--floor", "0.98", "--cache-dir", str(folder / "cache"), "--write"]) == 0
+        out = capsys.readouterr().out
+        assert f"of the full grid's {rep.full_grid} configurations" in out
+        assert "pipeline's current configuration: flat d64 f32" in out
+        chosen = re.search(r"chosen: (.+?) — ", out).group(1)  # timings differ run to run: this run's choice
+        text = pipe.read_text()
+        assert text.startswith("# our pipeline") and "# ragcost tune: ndcg@10" in text
+        p = Pipeline.load(pipe)
+        short = {"float32": "f32", "int8": "int8"}[p.config.embed.precision]
+        assert chosen.startswith(f"{Path(str(p.config.index)).stem if isinstance(p.config.index, str) else p.index_config.kind.replace('_', '-')} d{p.dim} {short}")
+        assert all(f"{k}={v}" in chosen for k, v in p.index_config.search.items() if f"{k}=" in chosen)
+
+
+class TestBadTune:
+    def test_a_floor_outside_zero_to_one_is_refused(self, synth):
+        with pytest.raises(ConfigError, match=r"--floor 1.5: give a fraction"):
+            tune(load_spec(synth), 1.5, synth.parent / "cache")
+
+    def test_a_grid_without_a_flat_index_is_refused(self, tmp_path):
+        write_beir(tmp_path / "data" / "synth")
+        spec = write_spec(tmp_path, f"grid:\n  - index: {REPO}/indexes/hnsw-m16.yaml")
+        with pytest.raises(ConfigError, match="tune needs a flat index in the grid"):
+            tune(load_spec(spec), 0.98, tmp_path / "cache")
