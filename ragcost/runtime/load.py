@@ -56,6 +56,7 @@ def load_pipeline(path: str | Path, judge: bool = True) -> LoadedPipeline:
     lp = LoadedPipeline(config, p, raw, IndexConfig())
     lp.index_config = _index_config(lp)
     _check_redact(lp)
+    _check_embed(lp)
     lp.stage_specs = _stage_specs(lp)
     if judge:
         _check_useful(lp, lp.stage_specs)
@@ -79,6 +80,14 @@ def _index_config(lp: LoadedPipeline) -> IndexConfig:
         dotted = ".".join(str(x) for x in field_)
         msg = f"index.{e}" if dotted and str(e).startswith(dotted) else f"index.{dotted}: {e}" if dotted else f"index: {e}"
         raise ConfigError(f"{lp.where(['index', *field_])}: {msg}") from None
+
+
+def _check_embed(lp: LoadedPipeline) -> None:
+    from ragcost.embed import embedder_registry
+
+    if lp.config.embed.type not in embedder_registry:
+        raise ConfigError(f"{lp.where(['embed', 'type'])}: embed.type: unknown embedder {lp.config.embed.type!r}; "
+                          f"installed: {embedder_registry.known()}")
 
 
 def _check_redact(lp: LoadedPipeline) -> None:

@@ -149,7 +149,7 @@ CATALOGUE: list[Probe] = [
     Probe("validate_unknown_stage_with_file_line", ("validate", "{kb}"), 1, r"kb\.yaml:\d+.*retreive.*installed:.*retrieve",
           setup=_pipeline(stages=[{"type": "retreive"}])),
     Probe("validate_unknown_index_kind", ("validate", "{kb}"), 1, r"kb\.yaml:\d+:\d+: index\.kind: .*lsh.*flat", setup=_pipeline(index={"backend": "faiss", "kind": "lsh"})),
-    Probe("index_unknown_embed_type", ("index", "{kb}"), 1, r"unknown embedder 'nonesuch'; installed: sentence-transformers",
+    Probe("index_unknown_embed_type", ("index", "{kb}"), 1, r"kb\.yaml:\d+:\d+: embed\.type: unknown embedder 'nonesuch'; installed: .*sentence-transformers",
           setup=_pipeline(embed={"type": "nonesuch", "model": "all-MiniLM-L6-v2"})),
     Probe("validate_bad_metadata_type", ("validate", "{kb}"), 1, r"kb\.yaml.*complex", setup=_pipeline(metadata={"tenant": "complex"})),
     Probe("validate_stage_param_wrong_type", ("validate", "{kb}"), 1, r"kb\.yaml.*k", setup=_pipeline(stages=[{"type": "retrieve", "k": "many"}])),
