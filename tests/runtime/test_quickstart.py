@@ -12,7 +12,7 @@ from ragcost.runtime.load import load_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "pipelines" / "quickstart.yaml"
-CHAIN = ["guard:query", "retrieve", "rerank:rescore", "generate", "guard:answer"]
+CHAIN = ["guard:query", "retrieve", "rerank:rescore", "generate", "generate/overhead", "guard:answer"]
 
 
 def test_the_quickstart_chains_guard_retrieve_rerank_generate_and_an_answer_guard():

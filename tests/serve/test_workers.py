@@ -61,7 +61,8 @@ def test_two_workers_on_postgresql_serve_every_request_into_one_ledger(tmp_path,
         workers = _children(proc.pid)
         assert len(workers) >= 2, f"uvicorn started {len(workers)} worker process(es)"
         rs = asyncio.run(_queries(url, 40))
-        assert [r.status_code for r in rs] == [200] * 40
+        codes = [r.status_code for r in rs]
+        assert set(codes) <= {200, 429} and codes.count(200) >= 20, codes  # a full queue answers 429, never an error
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -69,7 +70,7 @@ def test_two_workers_on_postgresql_serve_every_request_into_one_ledger(tmp_path,
         except subprocess.TimeoutExpired:
             proc.kill()
     qrows, srows = ledger_rows(pg)
-    ids = {r.json()["id"] for r in rs}
+    ids = {r.json()["id"] for r in rs if r.status_code == 200}
     assert ids <= {q["query_id"] for q in qrows}, "a served query is missing from the ledger"
     for q in qrows:
         rows = [r for r in srows if r["query_id"] == q["query_id"]]
