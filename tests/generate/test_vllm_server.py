@@ -97,7 +97,9 @@ class TestAgainstARealVllmServer:
 
         (tmp_path / "book.yaml").write_text(BOOK_YAML)
         write_corpus(tmp_path / "kb.jsonl")
-        gen = {"type": "generate", **vllm_params(server, tiny_model), "concurrency": 2,
+        # 96 tokens a stream: with 12, vLLM could send a whole answer before the client read its
+        # first chunk, so the kill found nothing in flight and no cut stream was billed.
+        gen = {"type": "generate", **vllm_params(server, tiny_model, max_tokens=96, context_tokens=40), "concurrency": 2,
                "fallback": [{**vllm_params(server, tiny_model), "label": "small", "resource": "small-llm"},
                             {"backend": "extractive"}]}
         kb = write_pipeline(tmp_path, pricing=str(tmp_path / "book.yaml"), resource="cpu",
