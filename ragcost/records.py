@@ -173,6 +173,24 @@ class QueryState:
         self.outcome_stage: Optional[str] = None
         self._error = error
 
+    def cache_record(self) -> Optional[dict[str, Any]]:
+        """The ledger's ``cache`` column: the hit, or the miss of a query that went through a cache stage.
+
+        ``tier`` is exact, semantic or miss; ``verified`` says a fresh retrieval checked the candidate,
+        ``sampled`` that the check was of a hit that would otherwise have been served unverified, and
+        ``correct`` what the check found. ``stage`` and ``write_stages`` name the cache's own stages.
+        None when the query met no cache stage.
+        """
+        seen = self.notes.get("cache")
+        if not isinstance(seen, dict) or "stage" not in seen:
+            return dict(self.cache) if self.cache else None
+        cand = seen.get("candidate") or {}
+        own = {"stage": seen["stage"], "write_stages": list(seen.get("write_stages") or [])}
+        if self.cache:
+            return {**self.cache, **own, "correct": True if self.cache.get("verified") else None}
+        return {"tier": "miss", **own, "similarity": cand.get("similarity"), "verified": bool(cand.get("judged")),
+                "sampled": bool(cand.get("sampled")), "correct": cand.get("correct")}
+
     # ---- outcome ---------------------------------------------------------------------------
     @property
     def error(self) -> Optional[str]:

@@ -18,16 +18,21 @@ from statistics import NormalDist
 from typing import Optional
 
 
-def wilson_upper(errors: int, n: int, confidence: float) -> float:
-    """Upper end of the two-sided Wilson score interval for errors / n (1.0 when n == 0)."""
+def wilson_interval(errors: int, n: int, confidence: float) -> tuple[float, float]:
+    """The two-sided Wilson score interval for errors / n ((0, 1) when n == 0)."""
     if n <= 0:
-        return 1.0
+        return 0.0, 1.0
     z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
     p = errors / n
     denom = 1 + z * z / n
     centre = p + z * z / (2 * n)
     spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return min(1.0, (centre + spread) / denom)
+    return max(0.0, (centre - spread) / denom), min(1.0, (centre + spread) / denom)
+
+
+def wilson_upper(errors: int, n: int, confidence: float) -> float:
+    """Upper end of the two-sided Wilson score interval for errors / n (1.0 when n == 0)."""
+    return wilson_interval(errors, n, confidence)[1]
 
 
 class _Pool:

@@ -45,7 +45,8 @@ def report(
     tenant: Optional[str] = typer.Option(None, "--tenant", help="Only this tenant's queries (the API key's tenant under `ragcost serve`)."),
 ) -> None:
     """Per stage p50/p95/p99, calls, tokens and $ per query; $ per 1k queries, per success, per useful document."""
-    from ragcost.cost.report import build_report, to_csv, to_json, to_rich_table
+    from ragcost.cache.savings import cache_summary
+    from ragcost.cost.report import aggregate, to_csv, to_json, to_rich_table
 
     if json_ and csv_:
         raise ConfigError("--json and --csv are exclusive; pick one")
@@ -60,7 +61,9 @@ def report(
     ledger = ledger or DEFAULT_URL
     start = parse_since(since)
     _require_ledger(ledger)
-    rep = build_report(ledger, start, pipeline) if tenant is None else _tenant_report(ledger, start, pipeline, tenant)
+    qrows, srows = _read(ledger, start, pipeline, tenant)
+    rep = aggregate(qrows, srows, since=start, pipeline=pipeline)
+    cache = cache_summary(qrows, srows)
     book = price_book_summary(book_path, ledger, pipeline)
     if json_:
         import json
@@ -68,7 +71,7 @@ def report(
         from ragcost.cli.text import dumps
 
         # Re-dumped so NaN/inf (a zero-query ratio, an infinite price) come out as null: valid JSON.
-        typer.echo(dumps({**json.loads(to_json(rep)), "price_book": book}))
+        typer.echo(dumps({**json.loads(to_json(rep)), "cache": cache, "price_book": book}))
     elif csv_:
         typer.echo(to_csv(rep), nl=False)
     else:
@@ -78,6 +81,9 @@ def report(
             typer.echo("no queries in the ledger for this selection")
         else:
             Console(soft_wrap=True).print(to_rich_table(rep))
+        if cache is not None:
+            for line in cache_lines(cache):
+                typer.echo(line)
         typer.echo(_book_line(book))
         for warning in book["warnings"]:
             typer.echo(warning, err=True)
@@ -111,16 +117,40 @@ def _book_line(book: dict) -> str:
             f"{oldest['resource']} as of {oldest['as_of']}, {oldest['age_days']} days old (max_age_days {book['max_age_days']})")
 
 
-def _tenant_report(url: str, start: Optional[datetime], pipeline: Optional[str], tenant: str):
-    """The report over one tenant's queries and their stage rows only."""
+def _read(url: str, start: Optional[datetime], pipeline: Optional[str], tenant: Optional[str]) -> tuple[list[dict], list[dict]]:
+    """The ledger's query and stage rows for this selection (one tenant's only, with ``tenant``)."""
     from ragcost.cost.ledger import Ledger
-    from ragcost.cost.report import aggregate
 
     with Ledger(url, read_only=True) as led:
         qrows, srows = led.read(start, pipeline)
+    if tenant is None:
+        return qrows, srows
     qrows = [q for q in qrows if q.get("tenant") == tenant]
     ids = {q["query_id"] for q in qrows}
-    return aggregate(qrows, [r for r in srows if r["query_id"] in ids], since=start, pipeline=pipeline)
+    return qrows, [r for r in srows if r["query_id"] in ids]
+
+
+def _usd(x: Optional[float]) -> str:
+    return "unknown" if x is None else f"${x:.6f}"
+
+
+def cache_lines(c: dict) -> list[str]:
+    """The cache block under the stage table: hit rates, the false-hit estimate, saved, spent, net."""
+    fh = c["false_hit"]
+    if fh["sampled_checks"]:
+        lo, hi = fh["interval_95"]
+        false_hit = (f"{fh['wrong']}/{fh['sampled_checks']} sampled checks of unverified hits wrong "
+                     f"({fh['rate_unverified']:.2%}, 95% interval {lo:.2%}-{hi:.2%}); served false-hit rate "
+                     f"{fh['served_rate']:.2%} ({fh['served_interval_95'][0]:.2%}-{fh['served_interval_95'][1]:.2%})")
+    else:
+        false_hit = "no sampled checks yet, so no estimate of unverified hits (verify_share > 0 takes some)"
+    return [
+        f"cache: {c['lookups']} lookups, hit rate {c['hit_rate']:.1%} (exact {c['exact_hit_rate']:.1%}, "
+        f"semantic {c['semantic_hit_rate']:.1%}, {c['semantic_unverified']} of {c['semantic_hits']} semantic served unverified)",
+        f"cache false hits: {false_hit}; {c['verifications']} verifications, {c['verifications_wrong']} wrong",
+        f"cache dollars: saved {_usd(c['saved_usd'])} ({_usd(c['saved_per_hit_usd'])} a hit), spent {_usd(c['spent_usd'])} "
+        f"({', '.join(c['own_stages'])}), net {_usd(c['net_usd'])}: {c['verdict']}",
+    ]
 
 
 _LEDGER_TABLES = ("rc_ledger_runs", "rc_ledger_queries", "rc_ledger_stage_calls")

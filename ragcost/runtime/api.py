@@ -46,6 +46,7 @@ class Answer:
     route: Optional[str] = None
     outcome_stage: Optional[str] = None
     strategy: Any = None  # what the retrieve call reported (exact scan or the index's filtered search)
+    cache: Optional[dict[str, Any]] = None  # the ledger's cache column (QueryState.cache_record)
 
     @property
     def cost(self) -> float:
@@ -64,7 +65,7 @@ class Answer:
     def ledger_query(self) -> dict[str, Any]:
         return {"query_id": self.id, "text": self.text, "ok": self.ok, "useful": self.useful,
                 "retrieved": len(self.hits), "error": self.error, "outcome": self.outcome,
-                "outcome_stage": self.outcome_stage, "route": self.route, "tenant": self.tenant}
+                "outcome_stage": self.outcome_stage, "route": self.route, "tenant": self.tenant, "cache": self.cache}
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -177,7 +178,7 @@ class Session:
             out.append(Answer(
                 id=s.id, text=s.text, hits=[_hit(h) for h in s.hits], answer=s.answer, citations=list(s.citations), ok=s.ok,
                 error=s.error, outcome=s.outcome, tenant=s.tenant, useful=useful_count(self.pipe, s) if s.ok else 0,
-                rows=rows, notes=dict(s.notes), route=s.route, outcome_stage=s.outcome_stage,
+                rows=rows, notes=dict(s.notes), route=s.route, outcome_stage=s.outcome_stage, cache=s.cache_record(),
                 strategy=next((c.record.notes.get("strategies") for c in res.calls
                                if c.serves(s) and c.record.notes.get("strategies")), None)))
         return out

@@ -189,10 +189,12 @@ class Cache(Stage):
         safely(handle, lambda b: handle.warm())  # unreachable: one warning with the URL, then misses
         _HANDLES.setdefault(self.ctx, {})[self.name] = handle
         self.handle = handle
+        # The ledger counts these stages' dollars as the cache's own cost (ragcost report).
+        self.write_stages = [st.get("name") or st["type"] for i, st in enumerate(stages) if i in writes]
 
     def run(self, batch: list[QueryState], usage: UsageRecord) -> list[QueryState]:
         h = self.handle
-        counts = {"exact": 0, "semantic": 0, "miss": 0, "verified": 0, "verified_wrong": 0, "verify_seconds": 0.0}
+        counts = {"exact": 0, "semantic": 0, "miss": 0, "verified": 0, "sampled": 0, "verified_wrong": 0, "verify_seconds": 0.0}
         now = time.time()
         safely(h, lambda b: h.refresh())
         to_verify: list[tuple[QueryState, CacheEntry, float, bool]] = []
@@ -203,7 +205,8 @@ class Cache(Stage):
         for s in batch:
             scope = h.scope_of(s)
             text = h.normalise(s.text)
-            s.notes["cache"] = {"scope": scope, "key": exact_key(scope, text), "text": text}
+            s.notes["cache"] = {"scope": scope, "key": exact_key(scope, text), "text": text, "stage": self.name,
+                                "write_stages": getattr(self, "write_stages", [])}
             cand = None
             if "exact" in h.params.tiers:
                 e = h.live(h.exact.get((scope, s.notes["cache"]["key"])), now)
@@ -223,11 +226,11 @@ class Cache(Stage):
             s.notes["cache"]["candidate"] = {"entry": entry.id, "similarity": sim}
             if sim < h.params.min_similarity:
                 counts["miss"] += 1
-            elif h.learner.trusted(entry.id, sim) and h.rng.random() >= h.params.verify_share:
+            elif (trusted := h.learner.trusted(entry.id, sim)) and h.rng.random() >= h.params.verify_share:
                 self._serve(s, entry, "semantic", sim, False)
                 counts["semantic"] += 1
-            elif h.verifier is not None:  # thin evidence (or a sampled check): verify, or miss
-                to_verify.append((s, entry, sim, True))
+            elif h.verifier is not None:  # thin evidence, or a sampled check of a trusted hit: verify, or miss
+                to_verify.append((s, entry, sim, trusted))
             else:
                 counts["miss"] += 1
         if to_verify:
@@ -255,11 +258,13 @@ class Cache(Stage):
         t0 = time.perf_counter()
         h.verifier.run(fresh, UsageRecord(stage="cache-verify", resource=self.resource, items=len(fresh)))
         counts["verify_seconds"] += time.perf_counter() - t0
-        for (s, entry, sim, _), f in zip(items, fresh):
+        for (s, entry, sim, sampled), f in zip(items, fresh):
             ok = same_basis([x["doc_id"] for x in entry.hits], entry.citations, [x.doc_id for x in f.hits], h.params.min_overlap)
             counts["verified"] += 1
+            counts["sampled"] += sampled
             self._observe(entry.id, sim, ok)
-            s.notes["cache"]["candidate"]["judged"] = True
+            # sampled: a trusted hit that would have been served unverified -- an unbiased check of those
+            s.notes["cache"]["candidate"].update(judged=True, sampled=sampled, correct=ok)
             if ok:
                 self._serve(s, entry, "semantic", sim, True)
                 counts["semantic"] += 1
@@ -273,7 +278,8 @@ class Cache(Stage):
 
     def _serve(self, s: QueryState, e: CacheEntry, tier: str, sim: float, verified: bool) -> None:
         s.hits = [Hit(int(x.get("label", -1)), x["doc_id"], float(x.get("score", 0.0))) for x in e.hits]
-        s.cache = {"tier": tier, "entry": e.id, "similarity": round(sim, 6), "verified": verified}
+        s.cache = {"tier": tier, "entry": e.id, "similarity": round(sim, 6), "verified": verified,
+                   "sampled": bool(((s.notes.get("cache") or {}).get("candidate") or {}).get("sampled"))}
         s.finish(self.name, answer=e.answer, citations=e.citations)
         e.hit_count += 1
         self.handle.touched.append(e.id)  # written with the next refresh, in one transaction
