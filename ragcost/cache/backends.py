@@ -29,7 +29,8 @@ class CacheBackend(Protocol):
         """Live entries created after ``since`` (warm-up reads them all; later calls what other processes added)."""
     def touch(self, entry_ids: list[str]) -> None:
         """Count one hit per id (ids may repeat), in one transaction."""
-    def observe(self, entry_id: str, similarity: float, correct: bool) -> None: ...
+    def observe(self, observations: list[tuple[str, float, bool]]) -> None:
+        """Store (entry id, similarity, correct) checks, in one transaction."""
     def observations(self) -> list[tuple[str, float, bool]]: ...
     def stats(self, now: float, live_version: Optional[str] = None) -> dict[str, Any]: ...
     def clear(self) -> int: ...
@@ -140,9 +141,13 @@ class SQLCache:
             for entry_id, n in Counter(entry_ids).items():
                 c.execute(t.update().where(t.c.id == entry_id).values(hit_count=t.c.hit_count + n))
 
-    def observe(self, entry_id: str, similarity: float, correct: bool) -> None:
+    def observe(self, observations: list[tuple[str, float, bool]]) -> None:
+        if not observations:
+            return
+        now = time.time()
         with self.engine.begin() as c:
-            c.execute(self.obs.insert().values(entry_id=entry_id, similarity=float(similarity), correct=bool(correct), observed_at=time.time()))
+            c.execute(self.obs.insert(), [{"entry_id": e, "similarity": float(sim), "correct": bool(ok), "observed_at": now}
+                                          for e, sim, ok in observations])
 
     def observations(self) -> list[tuple[str, float, bool]]:
         import sqlalchemy as sa

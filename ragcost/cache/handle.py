@@ -30,7 +30,8 @@ class CacheHandle:
         # An in-memory mirror of the live entries: a hit reads no database (p50 well under a millisecond).
         self.entries: dict[str, CacheEntry] = {}
         self.exact: dict[tuple[str, str], str] = {}
-        self.touched: list[str] = []
+        self.touched: list[str] = []  # hits to count, and checks to store: written with the next refresh
+        self.observed: list[tuple[str, float, bool]] = []
 
     def warm(self) -> None:
         """Rebuild the mirror, the semantic index and the evidence from what the backend holds."""
@@ -44,12 +45,24 @@ class CacheHandle:
         if not force and now - self.refreshed_at < self.params.refresh_s:
             return
         self.refreshed_at = now
-        if self.touched:
-            touched, self.touched = self.touched, []
-            self.backend.touch(touched)
+        self.flush()
         for e in self.backend.entries_since(self.seen_until, now):
             self.remember(e)
             self.seen_until = max(self.seen_until, e.created_at)
+
+    def observe(self, entry_id: str, similarity: float, correct: bool) -> None:
+        """Learn from a check now; store it with the next refresh (a verified hit waits on no database write)."""
+        self.learner.add(entry_id, similarity, correct)
+        self.observed.append((entry_id, float(similarity), bool(correct)))
+
+    def flush(self) -> None:
+        """Hit counts and checks out to the backend, in one transaction each."""
+        if self.touched:
+            touched, self.touched = self.touched, []
+            self.backend.touch(touched)
+        if self.observed:
+            observed, self.observed = self.observed, []
+            self.backend.observe(observed)
 
     def remember(self, e: CacheEntry) -> None:
         self.entries[e.id] = e

@@ -85,8 +85,9 @@ class RedisCache:
             if self.r.exists(self._e(entry_id)):
                 self.r.hincrby(self._e(entry_id), "hit_count", 1)
 
-    def observe(self, entry_id: str, similarity: float, correct: bool) -> None:
-        self.r.rpush(f"{self.p}obs", f"{entry_id}|{similarity!r}|{int(correct)}")
+    def observe(self, observations: list[tuple[str, float, bool]]) -> None:
+        if observations:
+            self.r.rpush(f"{self.p}obs", *(f"{e}|{float(sim)!r}|{int(ok)}" for e, sim, ok in observations))
 
     def observations(self) -> list[tuple[str, float, bool]]:
         out = []

@@ -98,6 +98,8 @@ class Pipeline:
 
     # ---- the rest of the pipeline ----------------------------------------------------------
     def close(self) -> None:
+        for st in self._stages or []:
+            st.close()
         if self._store is not None:
             self._store.close()
             self._store = None

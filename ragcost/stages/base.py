@@ -76,6 +76,9 @@ class Stage(ABC):
     def warm_up(self) -> None:
         """Load heavy things once, before the first batch."""
 
+    def close(self) -> None:
+        """Write out what the stage still holds (the pipeline is closing); most stages hold nothing."""
+
     @abstractmethod
     def run(self, batch: list[QueryState], usage: UsageRecord) -> Optional[list[QueryState]]:
         """Process the batch's active queries in place; fill ``usage`` with what only this stage knows."""

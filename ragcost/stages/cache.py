@@ -273,8 +273,12 @@ class Cache(Stage):
                 counts["miss"] += 1
 
     def _observe(self, entry_id: str, sim: float, ok: bool) -> None:
-        self.handle.learner.add(entry_id, sim, ok)
-        safely(self.handle, lambda b: b.observe(entry_id, sim, ok))
+        self.handle.observe(entry_id, sim, ok)
+
+    def close(self) -> None:
+        h = getattr(self, "handle", None)
+        if h is not None:
+            safely(h, lambda b: h.flush())
 
     def _serve(self, s: QueryState, e: CacheEntry, tier: str, sim: float, verified: bool) -> None:
         s.hits = [Hit(int(x.get("label", -1)), x["doc_id"], float(x.get("score", 0.0))) for x in e.hits]
@@ -332,8 +336,7 @@ class CacheWrite(Stage):
                 e = h.entries.get(cand["entry"])
                 if e is not None:
                     ok = same_basis([x["doc_id"] for x in e.hits], e.citations, docs, h.params.min_overlap)
-                    h.learner.add(e.id, cand["similarity"], ok)
-                    safely(h, lambda b: b.observe(e.id, cand["similarity"], ok))
+                    h.observe(e.id, cand["similarity"], ok)
             entry = CacheEntry(scope=pending["scope"], key=pending["key"], text=pending["text"],
                                vector=None if s.vector is None else np.asarray(s.vector, np.float32),
                                answer=s.answer, citations=list(s.citations),

@@ -52,7 +52,7 @@ class TestBackends:
             assert b.get_exact("other-tenant", "k", now) is None
             assert b.get_exact("s", "gone", now) is None  # expired
             assert len(b.entries_since(0, now)) == 2
-            b.observe(got.id, 0.93, False)
+            b.observe([(got.id, 0.93, False)])
             b.touch([got.id])
             st = b.stats(now, live_version="v1")
             # Redis expires "gone" by itself; SQL keeps it until prune

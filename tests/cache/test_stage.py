@@ -240,3 +240,24 @@ def test_with_enough_verified_evidence_a_semantic_hit_is_served_without_a_retrie
         assert s.cache["tier"] == "semantic" and s.cache["verified"] is False and s.cache["similarity"] >= 0.9
     finally:
         pipe.close()
+
+
+def test_checks_are_stored_with_the_next_refresh_or_at_close_and_a_new_process_learns_from_them(kb_folder):
+    """A verified hit writes nothing on its own path; the check reaches the backend in the refresh, or at close."""
+    pipe = pipeline(kb_folder, stages=CACHED)
+    try:
+        pipe.warm_up()
+        h = pipe.stage("cache").handle
+        h.backend.clear()
+        ask(pipe)
+        s = ask(pipe, "how can I reset my password")
+        assert s.cache is not None and s.cache["verified"] is True
+        assert h.observed and len(h.backend.observations()) == 0  # held in memory so far
+    finally:
+        pipe.close()
+    again = pipeline(kb_folder, stages=CACHED)
+    try:
+        again.warm_up()
+        assert again.stage("cache").handle.learner.evidence >= 1
+    finally:
+        again.close()
