@@ -112,6 +112,24 @@ def summary(rows: list[dict]) -> dict[str, Any]:
     }
 
 
+def same_basis_as_source(rows: list[dict], plain: dict[str, dict]) -> dict[str, Any]:
+    """Per class, the share of queries whose uncached basis is their source's (same tenant): a hit the
+    judge would call right. For paraphrases this is about the most a cache can serve without a
+    false hit (another entry with the same basis may still answer one)."""
+    from ragcost.cache.basis import same_basis
+
+    by_id = {r["id"]: r for r in rows}
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for r in rows:
+        src = by_id.get(r.get("after") or "")
+        if src is None:
+            continue
+        s, u = plain[src["id"]], plain[r["id"]]
+        out[r["class"]][0] += src.get("tenant") == r.get("tenant") and same_basis(s["docs"], s["cited"], u["docs"], MIN_OVERLAP)
+        out[r["class"]][1] += 1
+    return {c: {"queries": n, "same_basis": k, "share": round(k / n, 4)} for c, (k, n) in sorted(out.items())}
+
+
 def static_at_same_rate(rows: list[dict], plain: dict[str, dict], pipe) -> dict[str, Any]:
     """A global cosine threshold serving as many semantic hits as the learned cache did, and its false-hit rate."""
     from ragcost.cache.basis import same_basis
@@ -147,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     plain_pipe.close()
     out: dict[str, Any] = {"workload": str(WORKLOAD.relative_to(REPO)), "queries": len(rows), "min_overlap": MIN_OVERLAP,
                            "min_similarity": MIN_SIMILARITY, "uncached": {"usd_per_successful_request": sum(r["usd"] for r in plain.values()) / max(1, sum(r["ok"] for r in plain.values())),
-                                        "ms": {"p50": pct([r["ms"] for r in plain.values()], 50), "p95": pct([r["ms"] for r in plain.values()], 95)}},
+                                        "ms": {"p50": pct([r["ms"] for r in plain.values()], 50), "p95": pct([r["ms"] for r in plain.values()], 95)},
+                                        "same_basis_as_source": same_basis_as_source(rows, plain)},
                            "curve": []}
     for bound in [float(b) for b in args.bounds.split(",")]:
         for leftover in FOLDER.glob(f"cache-{bound}.duckdb*"):

@@ -186,8 +186,9 @@ class QueryState:
             return dict(self.cache) if self.cache else None
         cand = seen.get("candidate") or {}
         own = {"stage": seen["stage"], "write_stages": list(seen.get("write_stages") or [])}
-        if self.cache:
-            return {**self.cache, **own, "correct": True if self.cache.get("verified") else None}
+        if self.cache:  # a check, if any, is of the nearest candidate (an alternate may have answered)
+            return {**self.cache, **own, "sampled": bool(cand.get("sampled")),
+                    "correct": cand.get("correct") if cand.get("judged") else None}
         return {"tier": "miss", **own, "similarity": cand.get("similarity"), "verified": bool(cand.get("judged")),
                 "sampled": bool(cand.get("sampled")), "correct": cand.get("correct")}
 

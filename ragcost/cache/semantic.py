@@ -48,16 +48,25 @@ class SemanticIndex:
 
     def nearest(self, scope: str, vector: np.ndarray) -> Optional[tuple[str, float]]:
         """The most similar cached query in ``scope`` and its cosine similarity; None when it has none."""
+        found = self.ranked(scope, vector, 1)
+        return found[0] if found else None
+
+    def ranked(self, scope: str, vector: np.ndarray, m: int) -> list[tuple[str, float]]:
+        """The ``m`` most similar cached queries in ``scope``, most similar first."""
         ids = self._ids.get(scope)
-        if not ids:
-            return None
+        if not ids or m < 1:
+            return []
         mat = self._mat.get(scope)
         if mat is None:
             mat = self._mat[scope] = np.vstack(self._rows[scope])
         v = np.asarray(vector, dtype=np.float32)
         n = float(np.linalg.norm(v))
         if n == 0.0 or v.shape[0] != mat.shape[1]:
-            return None
+            return []
         sims = mat @ (v / n)
-        i = int(np.argmax(sims))
-        return ids[i], float(sims[i])
+        if m == 1:
+            order = [int(np.argmax(sims))]
+        else:
+            top = np.argpartition(-sims, min(m, len(ids)) - 1)[:m]
+            order = sorted(top.tolist(), key=lambda i: -sims[i])
+        return [(ids[i], float(sims[i])) for i in order]

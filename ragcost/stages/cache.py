@@ -67,6 +67,8 @@ class CacheParams(StageParams):
     max_bytes: int = Field(256 * 2**20, gt=0, description="size limit; least value (hits × cost saved) is evicted first")
     seed: int = Field(0, description="seed of the verification sampling")
     refresh_s: float = Field(1.0, ge=0, description="read entries other processes wrote at most this often (0: every batch)")
+    verify_alternates: int = Field(4, ge=0, description="when the nearest cached query fails its check, up to this many next ones "
+                                   "(above min_similarity) are checked against the same fresh retrieval, at no extra call")
     exact_min_similarity: float = Field(0.9999, ge=-1, le=1, description="an exact-text hit whose stored embedding differs more than this is re-checked like a semantic one")
 
     @field_validator("max_false_hit_rate", "confidence")
@@ -194,7 +196,8 @@ class Cache(Stage):
 
     def run(self, batch: list[QueryState], usage: UsageRecord) -> list[QueryState]:
         h = self.handle
-        counts = {"exact": 0, "semantic": 0, "miss": 0, "verified": 0, "sampled": 0, "verified_wrong": 0, "verify_seconds": 0.0}
+        counts = {"exact": 0, "semantic": 0, "miss": 0, "verified": 0, "sampled": 0, "verified_wrong": 0, "alternates": 0,
+                  "verify_seconds": 0.0}
         now = time.time()
         safely(h, lambda b: h.refresh())
         to_verify: list[tuple[QueryState, CacheEntry, float, bool]] = []
@@ -268,9 +271,36 @@ class Cache(Stage):
             if ok:
                 self._serve(s, entry, "semantic", sim, True)
                 counts["semantic"] += 1
-            else:
-                counts["verified_wrong"] += 1
+                continue
+            counts["verified_wrong"] += 1
+            alt = self._alternate(s, entry.id, [x.doc_id for x in f.hits])
+            if alt is None:
                 counts["miss"] += 1
+                continue
+            self._serve(s, alt[0], "semantic", alt[1], True)  # verified against the same fresh retrieval
+            s.cache["alternate"] = True
+            counts["semantic"] += 1
+            counts["alternates"] += 1
+
+    def _alternate(self, s: QueryState, tried: str, fresh_docs: list[str]) -> Optional[tuple[CacheEntry, float]]:
+        """The most similar other cached query whose answer basis the fresh retrieval confirms, if any.
+
+        Not observed by the learner: its evidence is about the nearest candidate, the one a trusted
+        hit would serve unverified.
+        """
+        h = self.handle
+        if not h.params.verify_alternates or s.vector is None:
+            return None
+        now = time.time()
+        for entry_id, sim in h.index.ranked(s.notes["cache"]["scope"], s.vector, h.params.verify_alternates + 1):
+            if entry_id == tried:
+                continue
+            if sim < h.params.min_similarity:
+                break
+            e = h.live(entry_id, now)
+            if e is not None and same_basis([x["doc_id"] for x in e.hits], e.citations, fresh_docs, h.params.min_overlap):
+                return e, sim
+        return None
 
     def _observe(self, entry_id: str, sim: float, ok: bool) -> None:
         self.handle.observe(entry_id, sim, ok)
@@ -282,8 +312,7 @@ class Cache(Stage):
 
     def _serve(self, s: QueryState, e: CacheEntry, tier: str, sim: float, verified: bool) -> None:
         s.hits = [Hit(int(x.get("label", -1)), x["doc_id"], float(x.get("score", 0.0))) for x in e.hits]
-        s.cache = {"tier": tier, "entry": e.id, "similarity": round(sim, 6), "verified": verified,
-                   "sampled": bool(((s.notes.get("cache") or {}).get("candidate") or {}).get("sampled"))}
+        s.cache = {"tier": tier, "entry": e.id, "similarity": round(sim, 6), "verified": verified}
         s.finish(self.name, answer=e.answer, citations=e.citations)
         e.hit_count += 1
         self.handle.touched.append(e.id)  # written with the next refresh, in one transaction

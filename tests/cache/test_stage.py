@@ -261,3 +261,31 @@ def test_checks_are_stored_with_the_next_refresh_or_at_close_and_a_new_process_l
         assert again.stage("cache").handle.learner.evidence >= 1
     finally:
         again.close()
+
+
+def test_when_the_nearest_entry_fails_its_check_a_next_one_the_same_retrieval_confirms_answers(kb_folder):
+    """One fresh retrieval checks the nearest cached query and, if it is wrong, the next ones (no extra call)."""
+    from ragcost.cache import CacheEntry
+
+    pipe = pipeline(kb_folder, stages=CACHED)
+    try:
+        pipe.warm_up()
+        h = pipe.stage("cache").handle
+        h.backend.clear()
+        right = ask(pipe)  # cached: the password question and its basis
+        other = ask(pipe, "Where do I download invoices?")
+        text = "how can I reset my password"
+        probe = QueryState(text=text, id="p", k=3)
+        now = time.time()
+        decoy = CacheEntry(scope=h.scope_of(probe), key="decoy", text=text, vector=pipe.embedder.embed([text])[0],
+                           answer="the invoices answer", citations=list(other.citations),
+                           hits=[{"label": x.label, "doc_id": x.doc_id, "score": x.score} for x in other.hits],
+                           created_at=now, expires_at=now + 60)
+        h.remember(decoy)  # the nearest (similarity 1.0), with another question's basis
+        s = ask(pipe, text)
+        assert s.notes["cache"]["candidate"]["entry"] == decoy.id and s.notes["cache"]["candidate"]["correct"] is False
+        assert s.cache is not None and s.cache["alternate"] is True and s.cache["verified"] is True
+        assert s.answer == right.answer and s.cache["entry"] != decoy.id
+        assert s.cache_record()["correct"] is False  # the ledger keeps the nearest's check: it was wrong
+    finally:
+        pipe.close()
