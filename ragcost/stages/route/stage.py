@@ -76,5 +76,5 @@ class Route(Stage):
                                 "reason": reason, "default": d.target is None}
             s.branch(self.name, target)
             counts[target] = counts.get(target, 0) + 1
-        usage.notes["route"] = {"targets": counts, "undecided": undecided}
+        usage.notes["route"] = {**counts, "(undecided)": undecided}  # flat counters: reports sum them
         return batch
