@@ -33,13 +33,15 @@ def test_report_splits_calls_tokens_dollars_and_p95_by_route(tmp_path, capsys):
     assert run_cli(capsys, "index", p)[0] == 0
     code, out, err = run_cli(capsys, "query", p, "--queries", queries, "--json")
     assert code == 0, err
+    code, out, err = run_cli(capsys, "query", p, "how do I reset a password")
+    assert code == 0 and "route: small>large (knn score" in out and "escalated small>large" in out, out
     code, out, err = run_cli(capsys, "report", p, "--json")
     assert code == 0, err
     routes = {r["route"]: r for r in json.loads(out)["routes"]}
     # The small server is down: its query escalated (a path of its own), the other went large directly.
     assert set(routes) == {"large", "small>large"}, routes
     esc = routes["small>large"]
-    assert esc["queries"] == 1 and esc["escalated"] == 1 and esc["successful"] == 1
+    assert esc["queries"] == 2 and esc["escalated"] == 2 and esc["successful"] == 2
     assert set(esc["by_resource"]) >= {"small-llm", "large-llm"}  # the failed small attempt is on the bill too
     assert esc["p95_s"] > 0 and esc["calls"] > routes["large"]["calls"]
     assert sum(r["usd"] for r in routes.values()) <= json.loads(out)["totals"]["usd"] + 1e-12
