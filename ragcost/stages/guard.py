@@ -39,6 +39,8 @@ class GuardStageParams(StageParams):
     def _escalate_on_answer(self) -> "GuardStageParams":
         if self.escalate_to and self.on != "answer":
             raise ValueError(f"escalate_to re-answers a flagged answer, so it needs on: answer (this stage is on: {self.on})")
+        if self.escalate_to and not self.target:
+            raise ValueError(f"escalate_to: {self.escalate_to} needs target: (the route target whose answers this guard checks, e.g. small)")
         return self
 
     @model_validator(mode="after")

@@ -206,6 +206,15 @@ class TestTargetsAndEscalation:
         assert "guard grounded" in s.route_fields()["route_reason"]
 
 
+    def test_an_escalating_guard_names_the_target_it_checks(self):
+        from ragcost.stages.guard import GuardStage
+
+        with pytest.raises(Exception, match="escalate_to: large needs target:"):
+            GuardStage.Params(on="answer", checks=["grounded"], escalate_to="large")
+        with pytest.raises(Exception, match="needs on: answer"):
+            GuardStage.Params(on="query", target="small", checks=["pii"], escalate_to="large")
+
+
 class TestLoadChecks:
     def load(self, tmp_path, stages):
         (tmp_path / "labelled.jsonl").write_text('{"text": "what is a tuple", "label": "small"}\n{"text": "compare", "label": "large"}\n')
