@@ -65,6 +65,13 @@ class RoutingSpec(Strict):
     target_share: float = Field(0.5, gt=0, le=1, description="most of the traffic that may go to large")
 
 
+    @model_validator(mode="after")
+    def _default_is_a_target(self) -> "RoutingSpec":
+        if self.default not in (self.small, self.large):
+            raise ValueError(f"default {self.default!r} must be the small ({self.small!r}) or the large ({self.large!r}) target")
+        return self
+
+
 class RoutingFile(Strict):
     routing: RoutingSpec
 
