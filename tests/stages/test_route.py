@@ -18,6 +18,7 @@ from ragcost.stages.route import Route
 from ragcost.stages.route.examples import read_examples
 from ragcost.stages.route.knn import knn_scores
 from tests.cli.conftest import write_pipeline
+from tests.contracts.router import RouterContract
 from tests.contracts.stage import StageContract
 from tests.generate.helpers import book, book_path  # noqa: F401
 
@@ -74,6 +75,45 @@ class TestRouteStage(StageContract):
     @pytest.fixture
     def batch(self):
         return [query("what is a tuple", 0), query("compare lists and tuples and explain why", 1)]
+
+
+HITS2 = [Hit(1, "d1", 0.82, "t", "x" * 400), Hit(2, "d2", 0.60, "t", "y" * 400)]
+
+
+def contract_batch():
+    return [query("what is a tuple", 0, list(HITS2)), query("compare generators and iterators and explain why", 1, list(HITS2)),
+            query("zebra quantum mortgage", 2)]
+
+
+class TestKnnContract(RouterContract):
+    @pytest.fixture
+    def router(self, ctx):
+        return route(ctx, router="knn", default="large", examples="labelled.jsonl", k=3, min_similarity=0.5).router
+
+    @pytest.fixture
+    def batch(self):
+        return contract_batch()
+
+
+class TestRulesContract(RouterContract):
+    @pytest.fixture
+    def router(self, ctx):
+        return route(ctx, router="rules", default="large", rules=[{"target": "small", "top_score_min": 0.8}]).router
+
+    @pytest.fixture
+    def batch(self):
+        return contract_batch()
+
+
+class TestContextLengthContract(RouterContract):
+    @pytest.fixture
+    def router(self, ctx):
+        return route(ctx, router="context_length", default="long",
+                     buckets=[{"max_tokens": 300, "target": "short"}, {"max_tokens": 400, "target": "long"}]).router
+
+    @pytest.fixture
+    def batch(self):
+        return contract_batch()
 
 
 class TestKnn:
