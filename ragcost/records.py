@@ -141,7 +141,8 @@ class QueryState:
     - ``hits``: the current context, best first (may be held as one row of a batch's result
       arrays, ``set_ranked``, and built as ``Hit`` objects only when first read);
     - ``answer`` / ``citations``: what generation (or a cache hit) produced;
-    - ``route``: the generate target a branching stage chose;
+    - ``route``: the generate target a branching stage chose; ``routes``: every target it was
+      sent to, in order (``["small", "large"]`` after an escalation);
     - ``usage``: per-query usage records the *current* stage call reported for this query alone
       (generate attempts); the runner takes them after the call and prices them instead of
       this query's share of the call's own record;
@@ -167,6 +168,7 @@ class QueryState:
         self.citations: list[str] = [] if citations is None else citations
         self.notes: dict[str, Any] = {} if notes is None else notes  # per-query facts a stage reports
         self.route: Optional[str] = None
+        self.routes: list[str] = []
         self.cache: Optional[dict[str, Any]] = None  # a cache hit: {"tier": exact|semantic, "entry": id, "similarity": x}
         self.usage: list[UsageRecord] = []
         self.outcome = CONTINUED if error is None else FAILED
@@ -238,7 +240,25 @@ class QueryState:
     def branch(self, stage: str, target: str) -> None:
         """Goes on down ``target`` (e.g. a router picking the generate target)."""
         self.route = target
+        self.routes.append(target)
         self.outcome, self.outcome_stage = BRANCHED, stage
+
+    def escalate(self, stage: str, target: str, why: str) -> None:
+        """The current target could not answer well (it failed, or a guard flagged its answer): go on
+        down ``target``, forgetting the answer. ``notes["route"]["escalations"]`` keeps each step and why."""
+        note = self.notes.setdefault("route", {})
+        note.setdefault("escalations", []).append({"from": self.route, "to": target, "stage": stage, "why": why})
+        self.answer, self.citations = None, []
+        self.branch(stage, target)
+
+    def route_fields(self) -> dict[str, Any]:
+        """The ledger's route columns: final target, the path (``small>large`` after an escalation), score, reason."""
+        note = self.notes.get("route") or {}
+        reason = note.get("reason")
+        for e in note.get("escalations", []):
+            reason = f"{reason}; escalated {e['from']}>{e['to']}: {e['why']}" if reason else f"escalated {e['from']}>{e['to']}: {e['why']}"
+        return {"route": self.route, "route_path": ">".join(self.routes) or None,
+                "route_score": note.get("score"), "route_reason": reason}
 
     # ---- hits ------------------------------------------------------------------------------
     @property

@@ -154,6 +154,10 @@ def eval_(
         return _compare(out, compare, ledger, spec)
     if spec is None:
         raise ConfigError("give an eval spec (e.g. ragcost eval eval/cranfield-indexes.yaml) or --compare RUN_A RUN_B")
+    from ragcost.evaluate.routing import is_routing_spec
+
+    if is_routing_spec(spec):
+        return _routing(out, spec, html, csv or parquet)
     from ragcost.evaluate import results as res
     from ragcost.evaluate.report_html import write_html
     from ragcost.evaluate.run import run_eval
@@ -252,3 +256,33 @@ def _compare(out: Any, refs: tuple[str, str], ledger: Optional[str], spec: Optio
         t.add_row(_m(row["config"]), _m(row["change"]), *cells, f"{yn(row['pareto'][0])}/{yn(row['pareto'][1])}")
     out.print(t)
     out.print(f"{changed} configuration(s) differ", highlight=False)
+
+
+def _routing(out: Any, spec: Path, html: Optional[Path], other: Optional[Path]) -> None:
+    """A routing spec: the curve over thresholds, the chosen threshold, APGR; --html plots the curve."""
+    from rich.table import Table
+
+    from ragcost.evaluate.routing import run_routing
+    from ragcost.evaluate.routing_html import chosen_line, write_routing_html
+
+    if other is not None:
+        raise ConfigError("--csv/--parquet: a routing spec writes --html only (the curve is small; --html has its table)")
+    r = run_routing(spec)
+    t = Table(title=f"routing {_m(r.name)}: {r.queries} labelled queries, {r.needs_large} need large "
+                    f"(small ${r.usd_per_1k_small:.4f}, large ${r.usd_per_1k_large:.4f} per 1k)", header_style="bold", pad_edge=False)
+    for h in ("threshold", "share large", "recall needs-large", "precision", "$/1k queries", "PGR", "undecided"):
+        t.add_column(h, justify="right")
+    for p in r.curve:
+        bold = r.chosen is not None and p.threshold == r.chosen.threshold
+        if not bold and len(r.curve) > 25 and abs(p.threshold * 20 - round(p.threshold * 20)) > 1e-9:
+            continue  # a long curve prints every 0.05 and the chosen threshold; --html has every point
+        t.add_row(f"{p.threshold:g}", f"{p.share_large:.3f}", f"{p.recall_large:.3f}", f"{p.precision_large:.3f}",
+                  f"{p.usd_per_1k:.4f}", f"{p.pgr:.3f}", str(p.undecided), style="bold green" if bold else None)
+    out.print(t)
+    out.print(f"APGR {r.apgr:.3f} (quality from {_m(r.quality_from)})", highlight=False)
+    for n in r.notes:
+        out.print(_m(n), highlight=False)
+    out.print(f"chosen: {_m(chosen_line(r))}", highlight=False)
+    if html is not None:
+        write_routing_html(r, html)
+        out.print(f"wrote {_m(html)}", highlight=False)

@@ -52,6 +52,9 @@ def print_results(run: QueryRun, show_hits: bool = True, streamed: bool = False)
             console.print(t)
             extra = f", {s.notes['matches']} chunks match the filter" if "matches" in s.notes else ""
             console.print(plain(f"retrieval strategy: {s.notes.get('strategy', '-')}{extra}; {len(s.hits)} results"))
+            if s.routes:  # a route stage chose the generate target: say which, and why
+                f = s.route_fields()
+                console.print(plain(f"route: {f['route_path']} ({f['route_reason']})"))
             _print_answer(console, s, streamed)
     from ragcost.cost.report import FittedTable
 

@@ -13,7 +13,8 @@ Schema
     query_id (pk), run_id, at, text, ok (the request succeeded), useful (useful documents
     delivered), cost_usd (sum of its stage rows), retrieved (documents in the final context), error,
     outcome (continued | branched | finished | blocked | failed), outcome_stage, route, tenant
-    (the API key's tenant under ``ragcost serve``).
+    (the API key's tenant under ``ragcost serve``), route_path (every target in order,
+    ``small>large`` after an escalation), route_score and route_reason (the router's decision).
 ``rc_ledger_stage_calls``: one per (query, stage call).
     id (pk), query_id, run_id, call_id (the rows of one batch call share it), seq (stage order
     within the query), stage, resource,
@@ -73,6 +74,10 @@ queries = sa.Table(
     sa.Column("route", sa.String(100)),
     sa.Column("cache", sa.Text),  # a cache hit, as JSON: {"tier": exact|semantic, "entry": id, "similarity": x}
     sa.Column("tenant", sa.String(200)),  # the API key's tenant when served (ragcost serve); NULL otherwise
+    # A route stage's decision (additive: older rows read NULL).
+    sa.Column("route_path", sa.String(200)),  # targets in order: small, or small>large after an escalation
+    sa.Column("route_score", sa.Double),
+    sa.Column("route_reason", sa.Text),  # why; "undecided (...); default target 'large'" when the router could not say
 )
 
 stage_calls = sa.Table(
@@ -230,7 +235,8 @@ class Ledger:
             "retrieved": int(query.get("retrieved", 0)), "error": query.get("error"),
             "outcome": query.get("outcome"), "outcome_stage": query.get("outcome_stage"), "route": query.get("route"),
             "cache": json.dumps(query["cache"], sort_keys=True, default=str) if query.get("cache") else None,
-            "tenant": query.get("tenant"),
+            "tenant": query.get("tenant"), "route_path": query.get("route_path"),
+            "route_score": query.get("route_score"), "route_reason": query.get("route_reason"),
         }
         with self.engine.begin() as conn:  # rolled back as a whole on any error
             conn.execute(sa.insert(queries).values(**qrow))

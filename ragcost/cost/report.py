@@ -19,7 +19,7 @@ from typing import Any, Optional, Sequence
 from ragcost.cost.aggregate import StageAgg, by_stage_of_rows, useful_by_stage
 from ragcost.cost.fmt import json_safe, money, money_column
 from ragcost.cost.ledger import Ledger
-from ragcost.cost.stats import PERCENTILE_METHOD
+from ragcost.cost.stats import PERCENTILE_METHOD, percentiles
 from ragcost.cost.useful import cost_per_useful
 
 
@@ -62,11 +62,31 @@ class Totals:
 
 
 @dataclass
+class RouteRow:
+    """The queries a route stage sent down one path (``small``, ``large``, ``small>large`` after an escalation)."""
+
+    route: str
+    queries: int
+    successful: int
+    escalated: int  # queries whose path went on to a further target
+    calls: float  # stage calls made for these queries (a batch call counts as its share)
+    input_tokens: float
+    output_tokens: float
+    usd: float
+    usd_per_query: Optional[float]
+    usd_per_successful: Optional[float]
+    p50_s: Optional[float]  # query latency: the wall seconds of the calls that served each query
+    p95_s: Optional[float]
+    by_resource: dict[str, dict[str, float]] = field(default_factory=dict)  # resource -> input/output tokens, usd
+
+
+@dataclass
 class Report:
     """Rows per stage and the totals, with what was selected."""
 
     stages: list[StageRow]
     totals: Totals
+    routes: list[RouteRow] = field(default_factory=list)  # empty when no query was routed
     since: Optional[str] = None
     pipeline: Optional[str] = None
     percentile_method: str = PERCENTILE_METHOD
@@ -126,7 +146,42 @@ def aggregate(qrows: list[dict], srows: list[dict], since: datetime | None = Non
         useful=useful, usd_per_useful=cost_per_useful(total, useful),
         retrieved=sum(int(q["retrieved"] or 0) for q in qrows),
     )
-    return Report(rows, totals, since=since.isoformat() if since else None, pipeline=pipeline, notes=notes)
+    return Report(rows, totals, routes=by_route(qrows, srows), since=since.isoformat() if since else None,
+                  pipeline=pipeline, notes=notes)
+
+
+def by_route(qrows: list[dict], srows: list[dict]) -> list[RouteRow]:
+    """Calls, tokens, $ and latency per route path; [] when no query was routed."""
+    from ragcost.cost.tracing import query_latency
+
+    if not any(q.get("route") for q in qrows):
+        return []
+    path_of = {str(q["query_id"]): q.get("route_path") or q.get("route") or "(unrouted)" for q in qrows}
+    rows_of: dict[str, list[dict]] = {}
+    for r in srows:
+        rows_of.setdefault(str(r["query_id"]), []).append(r)
+    out: list[RouteRow] = []
+    for path in sorted(set(path_of.values()), key=lambda p: (p.count(">"), p)):
+        qs = [q for q in qrows if path_of[str(q["query_id"])] == path]
+        rows = [r for q in qs for r in rows_of.get(str(q["query_id"]), [])]
+        agg = StageAgg(path)
+        res: dict[str, dict[str, float]] = {}
+        for r in rows:
+            share = max(int(r["items"] or 1), 1)
+            agg.add(r, share=share)
+            if r["calls"]:
+                d = res.setdefault(r["resource"], {"input_tokens": 0.0, "output_tokens": 0.0, "usd": 0.0})
+                d["input_tokens"] += (r["input_tokens"] or 0) / share
+                d["output_tokens"] += (r["output_tokens"] or 0) / share
+                d["usd"] += float(r["cost_usd"] or 0.0)
+        lat = [query_latency(rows_of.get(str(q["query_id"]), [])) for q in qs]
+        p50, p95 = percentiles(lat, (50, 95))
+        ok = sum(1 for q in qs if q["ok"])
+        out.append(RouteRow(route=path, queries=len(qs), successful=ok, escalated=len(qs) if ">" in path else 0,
+                            calls=agg.calls, input_tokens=float(agg.input_tokens or 0.0),
+                            output_tokens=float(agg.output_tokens or 0.0), usd=agg.usd, usd_per_query=_div(agg.usd, len(qs)),
+                            usd_per_successful=_div(agg.usd, ok), p50_s=p50, p95_s=p95, by_resource=res))
+    return out
 
 
 def to_json(report: Report) -> str:
@@ -174,7 +229,19 @@ def to_rich_table(report: Report):
             ["useful documents", str(t.useful)],
             ["$ per useful retrieved document", money(t.usd_per_useful, missing="n/a (0 useful)")]]
     totals = FittedTable(("what", "value"), rows, title="totals", show_header=False)
-    return Group(_stage_table(report), _useful_table(report), totals, *report.notes)
+    routes = [_route_table(report)] if report.routes else []
+    return Group(_stage_table(report), _useful_table(report), *routes, totals, *report.notes)
+
+
+def _route_table(report: Report) -> "FittedTable":
+    """Per route path: queries, calls, tokens, $ and query latency (an escalation is its own path)."""
+    usd = money_column([r.usd for r in report.routes])
+    per = money_column([r.usd_per_successful for r in report.routes], missing="n/a")
+    cells = [[r.route, f"{r.queries} ({r.successful})", f"{r.calls:.4g}", f"{r.input_tokens + r.output_tokens:.6g}",
+              u, pu, _ms(r.p50_s), _ms(r.p95_s)] for r, u, pu in zip(report.routes, usd, per)]
+    return FittedTable(("route", "queries\n(ok)", "calls", "tokens", "$", "$\n/success", "p50\nms", "p95\nms"), cells,
+                       title="by route", simple=True,
+                       caption="route: the targets a query went to in order (small>large: escalated); latency per query")
 
 
 def _useful_table(report: Report) -> "FittedTable":

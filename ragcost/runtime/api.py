@@ -44,6 +44,7 @@ class Answer:
     rows: list[dict[str, Any]]  # ledger stage rows: cost_usd is this query's share of each call
     notes: dict[str, Any] = field(default_factory=dict)
     route: Optional[str] = None
+    route_fields: dict[str, Any] = field(default_factory=dict)  # route_path, route_score, route_reason
     outcome_stage: Optional[str] = None
     strategy: Any = None  # what the retrieve call reported (exact scan or the index's filtered search)
     cache: Optional[dict[str, Any]] = None  # the ledger's cache column (QueryState.cache_record)
@@ -65,7 +66,8 @@ class Answer:
     def ledger_query(self) -> dict[str, Any]:
         return {"query_id": self.id, "text": self.text, "ok": self.ok, "useful": self.useful,
                 "retrieved": len(self.hits), "error": self.error, "outcome": self.outcome,
-                "outcome_stage": self.outcome_stage, "route": self.route, "tenant": self.tenant, "cache": self.cache}
+                "outcome_stage": self.outcome_stage, "route": self.route, "tenant": self.tenant, "cache": self.cache,
+                **{k: v for k, v in self.route_fields.items() if k != "route"}}
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -178,7 +180,8 @@ class Session:
             out.append(Answer(
                 id=s.id, text=s.text, hits=[_hit(h) for h in s.hits], answer=s.answer, citations=list(s.citations), ok=s.ok,
                 error=s.error, outcome=s.outcome, tenant=s.tenant, useful=useful_count(self.pipe, s) if s.ok else 0,
-                rows=rows, notes=dict(s.notes), route=s.route, outcome_stage=s.outcome_stage, cache=s.cache_record(),
+                rows=rows, notes=dict(s.notes), route=s.route, route_fields=s.route_fields(), outcome_stage=s.outcome_stage,
+                cache=s.cache_record(),
                 strategy=next((c.record.notes.get("strategies") for c in res.calls
                                if c.serves(s) and c.record.notes.get("strategies")), None)))
         return out

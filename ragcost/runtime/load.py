@@ -111,6 +111,7 @@ def _stage_specs(lp: LoadedPipeline) -> list[tuple[type[Stage], StageParams]]:
         params = validate(stage_cls.Params, stage_params(st), str(lp.path), prefix=("stages", i), tree=lp.raw)
         specs.append((stage_cls, params))
     _check_placement(lp, specs)
+    _check_routes(lp, specs)
     return specs
 
 
@@ -154,3 +155,46 @@ def _check_placement(lp: LoadedPipeline, specs: list[tuple[type[Stage], StagePar
         if "generate" in types[:i]:
             raise ConfigError(f"{lp.where(['stages', i, 'type'])}: stages.{i}: {cls.type!r} after generate cannot "
                               "save anything (the answer was already paid for); move it before retrieve/generate")
+
+
+def _check_routes(lp: LoadedPipeline, specs: list[tuple[type[Stage], StageParams]]) -> None:
+    """Route targets are the labels of generate stages: every name a route, a router, a labelled file,
+    an ``escalate_to`` or a stage's ``target`` uses must be one, and escalation only goes forward."""
+    from ragcost.stages.route import Route
+
+    gens = {p.target: i for i, (cls, p) in enumerate(specs) if cls.type == "generate" and p.target}
+    routes = [i for i, (cls, _) in enumerate(specs) if cls is Route or issubclass(cls, Route)]
+    known = ", ".join(gens) or "(none: give generate stages a target: label)"
+    for i, (cls, p) in enumerate(specs):
+        if p.target and p.target not in gens:
+            raise ConfigError(f"{lp.where(['stages', i, 'target'])}: stages.{i}.target: no generate stage has target "
+                              f"{p.target!r}; targets: {known}")
+        if p.target and (not routes or routes[0] > i):
+            raise ConfigError(f"{lp.where(['stages', i, 'target'])}: stages.{i}.target: {p.target!r} needs a route stage "
+                              "before it (queries reach a target only when a router sends them); add {type: route, ...}")
+        esc = getattr(p, "escalate_to", None)
+        if esc:
+            if esc not in gens:
+                raise ConfigError(f"{lp.where(['stages', i, 'escalate_to'])}: stages.{i}.escalate_to: no generate stage has "
+                                  f"target {esc!r}; targets: {known}")
+            if gens[esc] <= i:
+                raise ConfigError(f"{lp.where(['stages', i, 'escalate_to'])}: stages.{i}.escalate_to: the generate stage of "
+                                  f"{esc!r} (stages.{gens[esc]}) must come after this stage; move it later")
+    for i in routes:
+        p = specs[i][1]
+        named = [(("default",), p.default)] + [(where, t) for where, t in _router_targets(p)]
+        for where, t in named:
+            if t not in gens:
+                raise ConfigError(f"{lp.where(['stages', i, *where])}: stages.{i}.{'.'.join(map(str, where))}: route target "
+                                  f"{t!r} is not declared; declare a generate stage with target: {t}, or use one of: {known}")
+        from ragcost.stages.route import router_registry
+
+        # A labelled file's problems carry the file's own path:line; a missing file, the pipeline's.
+        router_registry.get(p.router).check_files(p.router_params(), lp.path.parent, list(gens),
+                                                  lambda where, i=i: f"{lp.where(['stages', i, *where])}: stages.{i}.{'.'.join(map(str, where))}")
+
+
+def _router_targets(p: Any) -> list[tuple[tuple, str]]:
+    from ragcost.stages.route import router_registry
+
+    return router_registry.get(p.router).targets_named(p.router_params())

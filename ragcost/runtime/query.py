@@ -204,7 +204,7 @@ def _write_ledger(pipe: Pipeline, ledger, run_id: str, res, useful: list[int]) -
         ledger.record_query(
             run_id,
             {"text": s.text, "ok": s.ok, "useful": n_useful, "retrieved": len(s.hits),
-             "error": s.error, "outcome": s.outcome, "outcome_stage": s.outcome_stage, "route": s.route,
+             "error": s.error, "outcome": s.outcome, "outcome_stage": s.outcome_stage, **s.route_fields(),
              "cache": s.cache_record()},
             rows,
         )

@@ -68,10 +68,13 @@ class Runner:
     def run(self, states: list[QueryState]) -> RunResult:
         result = RunResult(states=states)
         for stage in self.stages:
-            active = [s for s in states if s.active]
-            if not active:
+            if not any(s.active for s in states):
                 break
-            self.call(stage, active, result)
+            # A stage scoped to a route target (generate for `small`) sees only the queries sent there.
+            accepts = getattr(stage, "accepts", None)  # a duck-typed stage (no Stage base) serves every query
+            active = [s for s in states if s.active and (accepts is None or accepts(s))]
+            if active:
+                self.call(stage, active, result)
         return result
 
     def call(self, stage: Stage, active: list[QueryState], result: RunResult) -> None:

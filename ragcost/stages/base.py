@@ -29,6 +29,7 @@ from ragcost.registry import Registry
 class StageParams(Strict):
     name: Optional[str] = Field(None, description="label in reports; default: the stage type")
     resource: Optional[str] = Field(None, description="price-book resource; default: the pipeline's")
+    target: Optional[str] = Field(None, description="run only on queries a route stage sent to this target (e.g. small); default: every query")
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,11 @@ class Stage(ABC):
     @property
     def resource(self) -> str:
         return self.params.resource or self.ctx.resource
+
+    def accepts(self, s: QueryState) -> bool:
+        """Whether this stage runs on ``s``: a stage with a ``target`` serves only the queries routed to it."""
+        target = getattr(self.params, "target", None)
+        return target is None or s.route == target
 
     def warm_up(self) -> None:
         """Load heavy things once, before the first batch."""

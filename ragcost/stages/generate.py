@@ -29,7 +29,7 @@ from ragcost.generate.prompt import build_prompt, cited, token_counter
 from ragcost.records import QueryState, UsageRecord
 from ragcost.stages.base import Stage, StageParams, stage_registry
 
-# on_event(state, kind, payload): kind is "text" (a streamed piece), "retry", "fallback" or "failed".
+# on_event(state, kind, payload): kind is "text" (a streamed piece), "retry", "fallback", "escalated" or "failed".
 OnEvent = Callable[[QueryState, str, str], None]
 
 
@@ -37,6 +37,7 @@ class GenerateParams(StageParams, BackendParams):
     concurrency: int = Field(8, ge=1, le=1024, description="requests in flight at once (per stage call)")
     batch_window_ms: float = Field(0.0, ge=0, description="start requests only on these boundaries (vllm-offline: collect this long), so more land in one scheduler step")
     fallback: list[BackendParams] = Field(default_factory=list, description="backends tried in order when the previous one fails")
+    escalate_to: Optional[str] = Field(None, description="a route target (e.g. large) that takes the query when every backend here fails; its failed attempts stay priced")
 
 
 @stage_registry.register("generate")
@@ -52,6 +53,11 @@ class Generate(Stage):
         # One backend object per entry of the chain, built by its registered class (cheap: nothing loads here).
         self.generators: list[Generator] = [generator_registry.get(b.backend)(b) for b in self._chain]
         self._counters: list = [None] * len(self._chain)  # token counters, set at warm-up
+
+    @property
+    def name(self) -> str:
+        # Two generate stages serve two route targets: each is named after its target in reports.
+        return self.params.name or (f"generate:{self.params.target}" if self.params.target else "generate")
 
     # ---- the chain ---------------------------------------------------------------------------
     def chain(self) -> list[BackendParams]:
@@ -131,9 +137,13 @@ class Generate(Stage):
                 if nxt:
                     self._emit(state, "fallback", f"{b.backend_name} failed ({e.attempt.error}); falling back to {nxt}")
         last = attempts[-1].error if attempts else "no backend"
+        self._note(state, None, None, attempts)
+        if self.params.escalate_to:  # mis-routed or down: the next target answers, and both are priced
+            state.escalate(self.name, self.params.escalate_to, f"every backend of {self.name!r} failed; last error: {last}")
+            self._emit(state, "escalated", f"{self.name} failed ({last}); escalating to {self.params.escalate_to}")
+            return attempts
         state.fail(self.name, f"stage {self.name!r}: every backend failed ({', '.join(b.backend_name for b in chain)}); last error: {last}")
         self._emit(state, "failed", state.error)
-        self._note(state, None, None, attempts)
         return attempts
 
     def _count(self, i: int):

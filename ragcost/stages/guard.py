@@ -33,6 +33,15 @@ class GuardStageParams(StageParams):
     on: Target = Field("query", description="query (before retrieval), context (the retrieved chunks) or answer (after generation)")
     policy: Optional[Policy] = Field(None, description="block | redact | flag | drop for every check; default: each check's own")
     reembed: bool = Field(True, description="re-embed a query whose text was redacted, so retrieval searches what flows on")
+    escalate_to: Optional[str] = Field(None, description="on: answer: a route target (e.g. large) that answers again instead of blocking (a grounded check on the small target's answer)")
+
+    @model_validator(mode="after")
+    def _escalate_on_answer(self) -> "GuardStageParams":
+        if self.escalate_to and self.on != "answer":
+            raise ValueError(f"escalate_to re-answers a flagged answer, so it needs on: answer (this stage is on: {self.on})")
+        if self.escalate_to and not self.target:
+            raise ValueError(f"escalate_to: {self.escalate_to} needs target: (the route target whose answers this guard checks, e.g. small)")
+        return self
 
     @model_validator(mode="after")
     def _checks_fit(self) -> "GuardStageParams":
@@ -90,7 +99,7 @@ class GuardStage(Stage):
         findings: dict[str, int] = {}
         redacted_queries: list[QueryState] = []
         for guard, policy in self.checks:
-            active = [s for s in batch if s.error is None]
+            active = [s for s in batch if s.error is None and self.accepts(s)]
             if not active:
                 break
             counts["checked"] += len(active)
@@ -102,6 +111,11 @@ class GuardStage(Stage):
                 for f in found:
                     doc_id = s.hits[f.hit].doc_id if f.hit is not None and f.hit < len(s.hits) else None
                     notes.append({**f.note(doc_id), "policy": policy})
+                if self.params.escalate_to and policy in ("flag", "block"):
+                    # The small target's answer failed its check: the next target answers again, priced.
+                    s.escalate(self.name, self.params.escalate_to, f"guard {guard.name}: {found[0].reason}")
+                    counts["escalated"] = counts.get("escalated", 0) + 1
+                    continue
                 if policy == "flag":
                     counts["flagged"] += 1
                     continue

@@ -59,3 +59,12 @@ def test_embed_compares_the_stage_with_sentence_transformers_encode(capsys):
     out = printed(capsys)
     assert out["max_abs_vector_diff"] < 1e-5
     assert {"raw", "ragcost", "throughput_ratio", "pass"} <= set(out)
+
+
+def test_route_queues_splits_the_workload_by_the_context_length_router():
+    from bench import route_queues as rq
+
+    reqs = rq.workload(40, 0.25, 3, 40, 4.0, seed=0)
+    assert [r["at"] for r in reqs] == sorted(r["at"] for r in reqs)
+    targets = rq.per_length_targets(reqs, rq._halfway(reqs, 16), 16)
+    assert targets == [1 if r["long"] else 0 for r in reqs] and 0 < sum(targets) < len(reqs)
