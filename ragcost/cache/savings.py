@@ -102,5 +102,5 @@ def _verdict(saved: Optional[float], spent: float, misses: int) -> str:
     if saved is None:
         return "saved unknown: no misses in this selection to price a miss"
     if saved < spent:
-        return f"the cache costs more than it saves (net ${saved - spent:.6f})"
-    return f"the cache saves ${saved - spent:.6f} net"
+        return "the cache costs more than it saves"
+    return "the cache saves more than it costs"

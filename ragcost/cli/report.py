@@ -131,7 +131,9 @@ def _read(url: str, start: Optional[datetime], pipeline: Optional[str], tenant: 
 
 
 def _usd(x: Optional[float]) -> str:
-    return "unknown" if x is None else f"${x:.6f}"
+    from ragcost.cost.fmt import money
+
+    return money(x, missing="unknown")
 
 
 def cache_lines(c: dict) -> list[str]:
@@ -142,8 +144,11 @@ def cache_lines(c: dict) -> list[str]:
         false_hit = (f"{fh['wrong']}/{fh['sampled_checks']} sampled checks of unverified hits wrong "
                      f"({fh['rate_unverified']:.2%}, 95% interval {lo:.2%}-{hi:.2%}); served false-hit rate "
                      f"{fh['served_rate']:.2%} ({fh['served_interval_95'][0]:.2%}-{fh['served_interval_95'][1]:.2%})")
+    elif not c["semantic_unverified"]:
+        false_hit = "every semantic hit was verified first (the bound trusted none unverified), so none was served unchecked"
     else:
-        false_hit = "no sampled checks yet, so no estimate of unverified hits (verify_share > 0 takes some)"
+        false_hit = (f"{c['semantic_unverified']} semantic hits served unverified and no sampled check of them "
+                     "(verify_share 0?): no estimate")
     return [
         f"cache: {c['lookups']} lookups, hit rate {c['hit_rate']:.1%} (exact {c['exact_hit_rate']:.1%}, "
         f"semantic {c['semantic_hit_rate']:.1%}, {c['semantic_unverified']} of {c['semantic_hits']} semantic served unverified)",

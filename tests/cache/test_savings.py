@@ -34,7 +34,7 @@ class TestSummary:
         assert c["miss_cost_per_stage"] == pytest.approx({"retrieve": 3.0, "generate": 20.0})  # embed, storage: hits pay them too
         assert c["saved_usd"] == pytest.approx(2 * 23.0)
         assert c["spent_usd"] == pytest.approx(0.1 + 0.1 + 0.2 + 0.2 + 0.1 + 0.3)
-        assert c["net_usd"] == pytest.approx(46.0 - 1.0) and "saves" in c["verdict"]
+        assert c["net_usd"] == pytest.approx(46.0 - 1.0) and c["verdict"] == "the cache saves more than it costs"
 
     def test_a_cache_that_costs_more_than_it_saves_says_so_and_no_misses_means_unknown(self):
         qrows = [_q("m1", "miss"), _q("h1", "exact")]
