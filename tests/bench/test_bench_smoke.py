@@ -59,3 +59,19 @@ def test_embed_compares_the_stage_with_sentence_transformers_encode(capsys):
     out = printed(capsys)
     assert out["max_abs_vector_diff"] < 1e-5
     assert {"raw", "ragcost", "throughput_ratio", "pass"} <= set(out)
+
+
+@pytest.mark.slow
+def test_overhead_and_filters_have_pgvector_rows_beside_hnswlib(capsys, monkeypatch, pgvector_url):
+    from bench import filters, overhead
+
+    monkeypatch.setenv("RAGCOST_BENCH_PGVECTOR_URL", pgvector_url)
+    overhead.main(["--n", "2000", "--dim", "32", "--batch", "20", "--single", "10", "--repeats", "1",
+                   "--indexes", "pgvector-flat,pgvector-hnsw"])
+    out = printed(capsys)
+    flat, hnsw = out["indexes"]["pgvector-flat"], out["indexes"]["pgvector-hnsw"]
+    assert flat["raw"]["recall_at_k"] == flat["ragcost"]["recall_at_k"] == 1.0
+    assert hnsw["same_labels_as_raw"] is True and hnsw["bytes_per_vector"] > 32 * 4
+    filters.main(["--n", "2000", "--dim", "32", "--queries", "4", "--indexes", "pgvector-hnsw"])
+    buckets = printed(capsys)["indexes"]["pgvector-hnsw"]["buckets"]
+    assert all(b["auto"]["share_with_k"] == 1.0 and b["exact"]["recall_at_k"] == 1.0 for b in buckets.values())
