@@ -22,9 +22,10 @@ as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u "$RUN_AS" -- "$@"; else "$@"; f
 if ! as_pg "$BIN/pg_ctl" -D "$DIR" status >/dev/null 2>&1; then
   rm -rf "$DIR"; mkdir -p "$DIR"; [ "$(id -u)" = 0 ] && chown "$RUN_AS" "$DIR"
   as_pg "$BIN/initdb" -D "$DIR" -U postgres -A trust >/dev/null
-  # maintenance_work_mem: an HNSW build that fits in it is several times faster than one that spills.
+  # maintenance_work_mem: an HNSW build that fits in it is several times faster than one that spills;
+  # shared_buffers: a 100k x 384 HNSW index (195 MB) is searched from it rather than the OS cache.
   as_pg "$BIN/pg_ctl" -D "$DIR" -l "$DIR/log" -w \
-    -o "-p $PORT -k $DIR -c listen_addresses=127.0.0.1 -c maintenance_work_mem=1GB" start >/dev/null
+    -o "-p $PORT -k $DIR -c listen_addresses=127.0.0.1 -c maintenance_work_mem=1GB -c shared_buffers=512MB" start >/dev/null
 fi
 PGOPTIONS="-c client_min_messages=warning" as_pg "$BIN/psql" -h 127.0.0.1 -p "$PORT" -U postgres -qAt -c "CREATE EXTENSION IF NOT EXISTS vector" postgres >/dev/null
 echo "export RAGCOST_TEST_PGVECTOR_URL=postgresql+psycopg://postgres@127.0.0.1:$PORT/postgres"

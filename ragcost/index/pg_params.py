@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal, Union
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ragcost.config.base import Strict
 
@@ -23,6 +23,13 @@ class PgFlatSearch(Strict):
 class PgHNSWBuild(Strict):
     m: int = Field(16, ge=2, le=100, description="graph degree (pgvector hnsw m, 2..100)")
     ef_construction: int = Field(64, ge=4, le=1000, description="candidate list size while building (pgvector default 64)")
+
+    @model_validator(mode="after")
+    def _ef_at_least_2m(self) -> "PgHNSWBuild":
+        if self.ef_construction < 2 * self.m:
+            raise ValueError(f"ef_construction {self.ef_construction} must be at least 2 x m = {2 * self.m} "
+                             "(pgvector refuses less); raise ef_construction or lower m")
+        return self
 
 
 class PgHNSWSearch(Strict):

@@ -159,3 +159,8 @@ def test_ivfflat_over_bits_is_refused_with_the_fix():
 def test_unknown_build_parameter_lists_pgvectors_names():
     with pytest.raises(ConfigError, match="ef_construction|m"):
         index_registry.get("pgvector")(_cfg("hnsw", build={"M": 16}), 64)
+
+
+def test_ef_construction_below_twice_m_is_refused_before_postgresql_sees_it():
+    with pytest.raises(ConfigError, match=r"ef_construction 16 must be at least 2 x m = 32"):
+        index_registry.get("pgvector")(_cfg("hnsw", build={"m": 16, "ef_construction": 16}), 64)
