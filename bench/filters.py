@@ -9,7 +9,7 @@ it: the graph walk starts far from every match), plus ANDs of two tags. Ground t
 search over the allowed subset. Per bucket and strategy: recall@k, share of queries with k
 results, p50/p95 latency of single-query calls. Strategies: "auto" (the Retrieve stage with its
 defaults), "native" (the library's own filtered search, raw: hnswlib ``filter`` / faiss
-``IDSelector`` / pgvector's SQL with ``label = ANY(...)`` and the iterative scan, with ef/nprobe/ef_search
+``IDSelector`` / pgvector's one SQL statement with the labels (ANY or a bitmap) and the iterative scan, with ef/nprobe/ef_search
 raised as the stage raises them, no fallback) and "exact"
 (the stage forced to scan the matches: exact_below=1).
 """
@@ -78,10 +78,13 @@ def native_raw(art, q: np.ndarray, k: int, allowed: np.ndarray, selectivity: flo
     params = index_registry.get(cfg.backend).filtered_search_params(cfg, k, selectivity) or {}
     out = np.full(k, -1, dtype=np.int64)
     if cfg.backend == "pgvector":  # the one SQL statement with the iterative scan, no exact fallback
+        from ragcost.index.pgvector_index import _label_filter
+
         index = art.index
         conn = index._live()
         index._apply(conn, index.search_params(params), k)
-        rows = index._run(conn, index._query_sql(True), q[0], k, allowed.tolist())
+        where, args = _label_filter(allowed)
+        rows = index._run(conn, index._query_sql(where), q[0], args, k)
         out[: len(rows)] = [r[0] for r in rows]
         return out
     lib = art.index._index

@@ -164,3 +164,19 @@ def test_unknown_build_parameter_lists_pgvectors_names():
 def test_ef_construction_below_twice_m_is_refused_before_postgresql_sees_it():
     with pytest.raises(ConfigError, match=r"ef_construction 16 must be at least 2 x m = 32"):
         index_registry.get("pgvector")(_cfg("hnsw", build={"m": 16, "ef_construction": 16}), 64)
+
+
+@pytest.mark.parametrize("allowed_count", [40, 2500])  # label = ANY($1) up to 2,048 labels, a get_bit bitmap above
+def test_both_label_filters_return_exactly_the_allowed_top_k(pgvector_url, allowed_count):
+    from ragcost.index import exact_search
+    from ragcost.index.pgvector_index import ANY_MAX_LABELS, _label_filter
+
+    x, q, _ = dataset()
+    allowed = np.sort(np.random.default_rng(allowed_count).choice(LABELS, allowed_count, replace=False))
+    assert ("ANY" in _label_filter(allowed)[0]) == (allowed_count <= ANY_MAX_LABELS)
+    index = build_index(_cfg("flat").at_store(pgvector_url, "rc_label_filters"), x, LABELS)
+    scores, labels = index.search(q, K, allowed=allowed)
+    exact_scores, _ = exact_search(x, LABELS, q, K, rows=np.searchsorted(LABELS, allowed))
+    assert np.isin(labels, allowed).all()
+    np.testing.assert_allclose(scores, exact_scores, rtol=1e-5, atol=1e-6)  # same ranks (ties may swap labels)
+    index.close()
