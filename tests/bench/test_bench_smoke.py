@@ -75,3 +75,17 @@ def test_overhead_and_filters_have_pgvector_rows_beside_hnswlib(capsys, monkeypa
     filters.main(["--n", "2000", "--dim", "32", "--queries", "4", "--indexes", "pgvector-hnsw"])
     buckets = printed(capsys)["indexes"]["pgvector-hnsw"]["buckets"]
     assert all(b["auto"]["share_with_k"] == 1.0 and b["exact"]["recall_at_k"] == 1.0 for b in buckets.values())
+
+
+@pytest.mark.slow
+def test_plan_ram_prints_model_beside_measurement_per_kind(capsys, monkeypatch, pgvector_url):
+    from bench import plan_ram
+
+    monkeypatch.setenv("RAGCOST_BENCH_PGVECTOR_URL", pgvector_url)
+    plan_ram.main(["--n", "3000", "--dim", "32", "--pq-m", "8"])
+    out = printed(capsys)
+    assert set(out["kinds"]) == {"hnsw", "ivf_pq", "pgvector-hnsw"}
+    for row in out["kinds"].values():
+        assert row["measured_bytes"] > 0 and row["model_bytes"] > 0 and isinstance(row["pass_within_5pct"], bool)
+    # pgvector's page model is exact at any size (the others carry fixed costs a tiny build magnifies)
+    assert out["kinds"]["pgvector-hnsw"]["pass_within_5pct"]
