@@ -3,8 +3,9 @@
 The column is ``vector(dim)`` (float32), ``halfvec(dim)`` (float16) or ``bit(dim)`` (binary, Hamming
 distance), with an ``hnsw`` or ``ivfflat`` index made by ``CREATE INDEX`` (kind ``flat``: none, so
 PostgreSQL scores every row exactly). A filter runs in the same statement (``label = ANY($1)`` for a
-few labels, a bitmap of them for many) with pgvector's iterative index scans, so a selective filter still returns k rows; when it does not,
-the short rows are scored exactly in SQL and reported, as the other backends do.
+few labels, a bitmap of them for many) with pgvector's iterative index scans, so a selective filter
+still returns k rows; when it does not, the short rows are scored exactly in SQL and reported, as
+the other backends do.
 
 Each build writes a new column (``rc_vec_<build>``) and its index, so the build a server is reading
 stays whole until the artifact's manifest names the new one; older builds' columns are dropped by
@@ -23,10 +24,10 @@ import numpy as np
 
 from ragcost.config.index import IndexConfig
 from ragcost.errors import ConfigError, FingerprintError, RagcostError
-from ragcost.index.base import NO_ROWS, FilteredResult, KindSpec, VectorIndex, index_registry
-from ragcost.index.pg_params import PgFlatSearch, PgHNSWBuild, PgHNSWSearch, PgIVFBuild, PgIVFSearch, auto_lists
-from ragcost.index.params import NoParams
 from ragcost.index import pg_sql
+from ragcost.index.base import NO_ROWS, FilteredResult, KindSpec, VectorIndex, index_registry
+from ragcost.index.params import NoParams
+from ragcost.index.pg_params import PgFlatSearch, PgHNSWBuild, PgHNSWSearch, PgIVFBuild, PgIVFSearch, auto_lists
 from ragcost.index.pg_sql import COLUMN_TYPES, ident
 
 _PRECISIONS = tuple(COLUMN_TYPES)
@@ -49,6 +50,8 @@ def _label_filter(allowed: np.ndarray) -> tuple[str, tuple]:
     bitmap = np.packbits(mask, bitorder="little").tobytes()  # get_bit numbers bits from each byte's low end
     return (" AND (CASE WHEN label - %s BETWEEN 0 AND %s THEN get_bit(%s::bytea, (label - %s)::int) = 1 "
             "ELSE false END)", (base, span - 1, bitmap, base))
+
+
 _NO_STORE = ("index: backend pgvector keeps its vectors in the store's chunk table, so it needs the pipeline's "
              "store to be PostgreSQL (store: postgresql+psycopg://user@host:port/db); use backend: hnswlib or faiss "
              "with another store")

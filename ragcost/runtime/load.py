@@ -91,7 +91,9 @@ def _at_store(lp: LoadedPipeline, config: IndexConfig) -> IndexConfig:
 
     url = lp.config.store_url
     schemes = backend_class(config).store_schemes
-    if schemes and scheme_of(url) not in schemes:
+    if not schemes:  # the backend keeps its own files: nothing to tell it
+        return config
+    if scheme_of(url) not in schemes:
         raise ConfigError(f"{lp.where(['store'])}: index backend {config.backend!r} keeps its vectors in the store's "
                           f"database, which must be {' or '.join(schemes)}, not {scheme_of(url)}; use store: "
                           "postgresql+psycopg://user@host:port/db, or another index backend (hnswlib, faiss)")
