@@ -1,6 +1,7 @@
 """Filtered search that never silently loses recall: the stage's choice vs the two pure strategies.
 
     python -m bench.filters [--n 100000 --dim 384 --queries 40 --indexes hnswlib-hnsw,faiss-hnsw,faiss-ivf_flat]
+    python -m bench.filters --indexes hnswlib-hnsw,pgvector-hnsw   # pgvector: eval "$(scripts/start_pgvector.sh)" first
 
 Buckets: selectivity 1 .. 1e-4 for labels that are random, correlated with the query's cluster
 (the matches are the points nearest its centre) and anti-correlated (the points farthest from
@@ -8,7 +9,8 @@ it: the graph walk starts far from every match), plus ANDs of two tags. Ground t
 search over the allowed subset. Per bucket and strategy: recall@k, share of queries with k
 results, p50/p95 latency of single-query calls. Strategies: "auto" (the Retrieve stage with its
 defaults), "native" (the library's own filtered search, raw: hnswlib ``filter`` / faiss
-``IDSelector`` with ef/nprobe raised as the stage raises them, no fallback) and "exact"
+``IDSelector`` / pgvector's one SQL statement with the labels (ANY or a bitmap) and the iterative scan, with ef/nprobe/ef_search
+raised as the stage raises them, no fallback) and "exact"
 (the stage forced to scan the matches: exact_below=1).
 """
 
@@ -35,6 +37,7 @@ FILTER_SEARCH: dict[str, dict[str, int]] = {
     "faiss-hnsw": {"ef": 128},
     "faiss-ivf_flat": {"nprobe": 192},
     "faiss-ivf_pq": {"nprobe": 192},
+    "pgvector-hnsw": {"ef_search": 128},
 }
 
 
@@ -71,9 +74,20 @@ def buckets() -> list[tuple[str, Any]]:
 
 def native_raw(art, q: np.ndarray, k: int, allowed: np.ndarray, selectivity: float) -> np.ndarray:
     """The library's own filtered search (no fallback): labels (k,), -1 where it found fewer."""
-    cfg, lib = art.index.config, art.index._index
+    cfg = art.index.config
     params = index_registry.get(cfg.backend).filtered_search_params(cfg, k, selectivity) or {}
     out = np.full(k, -1, dtype=np.int64)
+    if cfg.backend == "pgvector":  # the one SQL statement with the iterative scan, no exact fallback
+        from ragcost.index.pgvector_index import _label_filter
+
+        index = art.index
+        conn = index._live()
+        index._apply(conn, index.search_params(params), k)
+        where, args = _label_filter(allowed)
+        rows = index._run(conn, index._query_sql(where), q[0], args, k)
+        out[: len(rows)] = [r[0] for r in rows]
+        return out
+    lib = art.index._index
     if cfg.backend == "hnswlib":
         lib.set_ef(max(params.get("ef", 64), k))
         try:

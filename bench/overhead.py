@@ -23,7 +23,10 @@ from ragcost.index.faiss_index import auto_nlist
 
 def raw_searcher(art, threads: int) -> Callable[[np.ndarray, int], Any]:
     """The library call a raw user makes, with the same parameters and threads as ragcost's config."""
-    cfg, lib = art.index.config, art.index._index
+    cfg = art.index.config
+    if cfg.backend == "pgvector":
+        return pgvector_raw(art)
+    lib = art.index._index
     if cfg.backend == "hnswlib":
         lib.set_ef(int(search_params(cfg).ef))
         nt = threads or -1
@@ -39,7 +42,28 @@ def raw_searcher(art, threads: int) -> Callable[[np.ndarray, int], Any]:
     return lambda q, k: lib.search(q, k)
 
 
+def pgvector_raw(art) -> Callable[[np.ndarray, int], Any]:
+    """What a psycopg user writes: one prepared ORDER BY <#> LIMIT k statement per query, own connection."""
+    import psycopg
+
+    from ragcost.index.pg_sql import libpq_url, vector_literal
+
+    ix = art.index
+    conn = psycopg.connect(libpq_url(ix.config.store_location[0]), autocommit=True)
+    if ix.config.kind == "hnsw":
+        conn.execute(f"SET hnsw.ef_search = {int(search_params(ix.config).ef_search)}")
+    sql = (f'SELECT label, "{ix._column}" <#> %s::vector AS d FROM "{ix._table}" '
+           f'WHERE "{ix._column}" IS NOT NULL ORDER BY d LIMIT %s')
+
+    def search(q: np.ndarray, k: int) -> list[list[tuple]]:
+        return [conn.execute(sql, (vector_literal(v), k), prepare=True).fetchall() for v in q]
+    return search
+
+
 def raw_labels(art, out) -> np.ndarray:
+    if art.index.config.backend == "pgvector":
+        width = max((len(rows) for rows in out), default=0)
+        return np.array([[r[0] for r in rows] + [-1] * (width - len(rows)) for rows in out], dtype=np.int64)
     if art.index.config.backend == "hnswlib":
         return np.asarray(out[0], dtype=np.int64)
     return np.asarray(out[1], dtype=np.int64)
@@ -48,7 +72,7 @@ def raw_labels(art, out) -> np.ndarray:
 def bench_index(name: str, args, queries: np.ndarray, truth_cache: dict) -> dict[str, Any]:
     art, build_s = C.artifact(name, args.n, args.dim, threads=args.threads)
     k = args.k
-    big = name == "faiss-flat"  # brute force: ~100x slower per query, so fewer queries
+    big = name in ("faiss-flat", "pgvector-flat")  # brute force: ~100x slower per query, so fewer queries
     nb = min(args.batch, 100) if big else args.batch
     ns = min(args.single, 150) if big else args.single  # 150 x ~17 ms x 3 sides x 5 repeats: ~40 s
     qb, qs = queries[:nb], queries[:ns]
@@ -202,7 +226,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--single", type=int, default=1000, help="queries timed one by one (paired raw/ragcost per query)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=0, help="0 = all cores, for raw and ragcost alike")
-    ap.add_argument("--indexes", default=",".join(C.INDEXES), help="comma-separated names from bench.common.INDEXES")
+    ap.add_argument("--indexes", default=",".join(C.LOCAL_INDEXES),
+                    help="comma-separated names from bench.common.INDEXES (pgvector-flat, pgvector-hnsw: "
+                         "eval \"$(scripts/start_pgvector.sh)\" first)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     queries, _ = C.synthetic_queries(max(args.batch, args.single), args.dim)

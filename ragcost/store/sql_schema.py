@@ -36,6 +36,11 @@ def slug(collection: str) -> str:
     return out
 
 
+def chunk_table_name(collection: str) -> str:
+    """The chunk table of a collection (an index backend living in the same database adds its column there)."""
+    return f"rc_{slug(collection)}_chunks"
+
+
 class Tables:
     """documents (scalar metadata as columns), chunks (label, text, vector), values (list metadata), meta."""
 
@@ -52,7 +57,7 @@ class Tables:
             *scalar,
         )
         self.chunks = sa.Table(
-            p + "chunks", md,
+            chunk_table_name(collection), md,
             sa.Column("label", sa.BigInteger, primary_key=True, autoincrement=False),
             sa.Column("doc_id", sa.String, nullable=False, index=True),
             sa.Column("chunk_no", sa.Integer, nullable=False),

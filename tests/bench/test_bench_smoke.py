@@ -68,3 +68,33 @@ def test_route_queues_splits_the_workload_by_the_context_length_router():
     assert [r["at"] for r in reqs] == sorted(r["at"] for r in reqs)
     targets = rq.per_length_targets(reqs, rq._halfway(reqs, 16), 16)
     assert targets == [1 if r["long"] else 0 for r in reqs] and 0 < sum(targets) < len(reqs)
+
+
+@pytest.mark.slow
+def test_overhead_and_filters_have_pgvector_rows_beside_hnswlib(capsys, monkeypatch, pgvector_url):
+    from bench import filters, overhead
+
+    monkeypatch.setenv("RAGCOST_BENCH_PGVECTOR_URL", pgvector_url)
+    overhead.main(["--n", "2000", "--dim", "32", "--batch", "20", "--single", "10", "--repeats", "1",
+                   "--indexes", "pgvector-flat,pgvector-hnsw"])
+    out = printed(capsys)
+    flat, hnsw = out["indexes"]["pgvector-flat"], out["indexes"]["pgvector-hnsw"]
+    assert flat["raw"]["recall_at_k"] == flat["ragcost"]["recall_at_k"] == 1.0
+    assert hnsw["same_labels_as_raw"] is True and hnsw["bytes_per_vector"] > 32 * 4
+    filters.main(["--n", "2000", "--dim", "32", "--queries", "4", "--indexes", "pgvector-hnsw"])
+    buckets = printed(capsys)["indexes"]["pgvector-hnsw"]["buckets"]
+    assert all(b["auto"]["share_with_k"] == 1.0 and b["exact"]["recall_at_k"] == 1.0 for b in buckets.values())
+
+
+@pytest.mark.slow
+def test_plan_ram_prints_model_beside_measurement_per_kind(capsys, monkeypatch, pgvector_url):
+    from bench import plan_ram
+
+    monkeypatch.setenv("RAGCOST_BENCH_PGVECTOR_URL", pgvector_url)
+    plan_ram.main(["--n", "3000", "--dim", "32", "--pq-m", "8"])
+    out = printed(capsys)
+    assert set(out["kinds"]) == {"hnsw", "ivf_pq", "pgvector-hnsw"}
+    for row in out["kinds"].values():
+        assert row["measured_bytes"] > 0 and row["model_bytes"] > 0 and isinstance(row["pass_within_5pct"], bool)
+    # pgvector's page model is exact at any size (the others carry fixed costs a tiny build magnifies)
+    assert out["kinds"]["pgvector-hnsw"]["pass_within_5pct"]

@@ -145,3 +145,38 @@ class TestDollars:
     def test_payback_without_power_says_what_to_add(self, capsys):
         code, _, err = run(capsys, *TOKENS, "--purchase-usd", "25000")
         assert code == 1 and "--power-kw, --usd-per-kwh" in err
+
+
+class TestCorpus:
+    """`--chunks N --dim D --kind hnsw|ivf_pq|pgvector-hnsw --shards S --replicas R` (README's table)."""
+
+    CORPUS = ["--chunks", "100_000_000", "--dim", "384", "--shards", "32", "--replicas", "2"]
+
+    @pytest.mark.parametrize("kind", ["hnsw", "ivf_pq", "pgvector-hnsw"])
+    def test_prints_ram_disk_machines_dollars_and_build_time_per_kind(self, capsys, kind):
+        from ragcost.cost.capacity import plan_corpus
+
+        code, out, err = run(capsys, *self.CORPUS, "--kind", kind, "--pq-m", "48")
+        assert code == 0, err
+        p = plan_corpus(100_000_000, 384, kind, 32, 2, 64 * 2**30, 0.5292, pq_m=48, vcpus=8)
+        assert "Vectors per shard: 3,125,000 " in out
+        assert f"RAM per shard: {p.ram_bytes:,} B" in out and f"Disk per shard: {p.disk_bytes:,} B" in out
+        assert f"Machines: {p.machines} x r7i-2xlarge" in out and "$ per month: $" in out
+        assert "Embedding time: " in out and "18.1 chunks/s per 2-core worker" in out
+
+    def test_measured_throughput_is_an_input(self, capsys):
+        code, out, _ = run(capsys, *self.CORPUS, "--kind", "hnsw", "--embed-per-second", "36.2", "--workers", "10")
+        # 100M / (36.2 x 10) s = 76.73 h
+        assert code == 0 and "Embedding time: 76.73 h" in out
+
+    def test_a_shard_too_big_for_the_instance_says_how_many_shards(self, capsys):
+        code, _, err = run(capsys, "--chunks", "100_000_000", "--dim", "384", "--kind", "hnsw", "--shards", "1")
+        assert code == 1 and "use --shards 4 or more" in err and len(err.strip().splitlines()) == 1
+
+    def test_an_instance_without_ram_is_refused_naming_the_field(self, capsys):
+        code, _, err = run(capsys, *self.CORPUS, "--kind", "hnsw", "--instance", "gpu-h100")
+        assert code == 1 and "resources.gpu-h100 has no ram_gib" in err
+
+    def test_corpus_mode_plans_three_kinds_only(self, capsys):
+        code, _, err = run(capsys, *self.CORPUS, "--kind", "flat")
+        assert code == 1 and "corpus mode plans --kind hnsw, ivf_pq, pgvector-hnsw" in err
