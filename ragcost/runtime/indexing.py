@@ -143,11 +143,13 @@ def run_index(
     progress: Optional[Callable[[int, int], None]] = None,
     reader: Optional[str] = None,
     force: bool = False,
+    worker_progress: Optional[Callable[[str, int], None]] = None,
 ) -> IndexSummary:
     """Bring the store and the index up to date with the source; return what was done.
 
     ``reader`` overrides source.reader; ``progress(done, total)`` counts chunks; ``force`` lets
-    --prune delete even when the read skipped input (otherwise that is refused).
+    --prune delete even when the read skipped input (otherwise that is refused). Under
+    ``executor: ray``, ``worker_progress(worker, chunks)`` says how many chunks each worker embedded.
     """
     summary = IndexSummary()
     docs = _read(pipe, source, reader, summary)
@@ -159,7 +161,11 @@ def run_index(
     _drop_what_another_model_made(pipe, store, chunker, summary)
     todo = _changed(store, docs, summary)
     t0 = perf_counter()
-    _embed_and_write(pipe, store, _chunk_batches(todo, chunker), summary, progress)
+    batches = _chunk_batches(todo, chunker)
+    if pipe.config.executor == "ray":
+        _embed_on_ray_and_write(pipe, store, batches, summary, progress, worker_progress)
+    else:
+        _embed_and_write(pipe, store, batches, summary, progress)
     summary.embed_seconds = perf_counter() - t0
     if prune:
         gone = sorted(set(store.doc_hashes()) - {d.id for d in docs})
@@ -225,8 +231,6 @@ def _changed(store, docs: list[SourceDocument], summary: IndexSummary) -> list[t
 def _embed_and_write(pipe: Pipeline, store, batches: list, summary: IndexSummary,
                      progress: Optional[Callable[[int, int], None]]) -> None:
     """Embed in pieces so progress moves inside a long document; write each batch whole, in one transaction."""
-    from ragcost.store.base import ChunkRecord, DocumentRecord
-
     emb = pipe.embedder
     total = sum(len(chunks) for part in batches for _, _, chunks in part)
     done = 0
@@ -239,18 +243,47 @@ def _embed_and_write(pipe: Pipeline, store, batches: list, summary: IndexSummary
             if progress and done < total and k + EMBED_CHUNKS < len(texts):
                 progress(done, total)  # the batch's last piece is reported once it is committed
         vecs = np.vstack(pieces) if pieces else np.zeros((0, emb.native_dim), np.float32)
-        records, j = [], 0
-        for d, h, chunks in part:
-            crs = []
-            for c in chunks:
-                crs.append(ChunkRecord(c.text, c.start, c.end, c.n_tokens, vecs[j]))
-                j += 1
-            records.append(DocumentRecord(d, h, crs))
-        store.write(records)
-        summary.embedded_documents += len(part)
-        summary.embedded_chunks += len(texts)
+        _write_part(store, part, vecs, summary)
         if progress:
             progress(done, total)
+
+
+def _write_part(store, part: list, vecs: np.ndarray, summary: IndexSummary) -> None:
+    """One write batch (documents, chunks, vectors) in one transaction: all of it or none of it."""
+    from ragcost.store.base import ChunkRecord, DocumentRecord
+
+    records, j = [], 0
+    for d, h, chunks in part:
+        crs = []
+        for c in chunks:
+            crs.append(ChunkRecord(c.text, c.start, c.end, c.n_tokens, vecs[j]))
+            j += 1
+        records.append(DocumentRecord(d, h, crs))
+    store.write(records)
+    summary.embedded_documents += len(part)
+    summary.embedded_chunks += j
+
+
+def _embed_on_ray_and_write(pipe: Pipeline, store, batches: list, summary: IndexSummary,
+                            progress: Optional[Callable[[int, int], None]],
+                            worker_progress: Optional[Callable[[str, int], None]]) -> None:
+    """The batches embedded by the Ray actors, written here by the driver in the same transactions and order."""
+    from ragcost.runtime.ray_executor import RayEmbedding
+
+    total = sum(len(chunks) for part in batches for _, _, chunks in part)
+    if not batches:
+        return
+    done, by_worker = 0, {}
+    with RayEmbedding(pipe.config, pipe.base, pipe.embedder) as ray_run:
+        texts = [[c.text for _, _, chunks in part for c in chunks] for part in batches]
+        for got in ray_run.embed(texts):
+            _write_part(store, batches[got.index], got.vectors, summary)
+            done += len(got.vectors)
+            if got.worker is not None and worker_progress:
+                by_worker[got.worker] = by_worker.get(got.worker, 0) + got.embedded
+                worker_progress(got.worker, by_worker[got.worker])
+            if progress:
+                progress(done, total)
 
 
 def rebuild_index(pipe: Pipeline, summary: Optional[IndexSummary] = None) -> IndexSummary:
