@@ -1,0 +1,301 @@
+"""``executor: ray``: embedding on a real 2-node Ray cluster started (and stopped) by the tests.
+
+The cluster is ``ray start --head`` plus one worker node (tests/ray_cluster.py), one CPU and
+100 MB of object store each. The slow tests check what the issue promises: the same corpus
+revision, chunks, vectors and results as the local executor; and a worker or the driver killed
+with SIGKILL mid-run, then a rerun, leaves every document stored exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragcost.config.fields import parse_fields
+from ragcost.errors import ConfigError
+from ragcost.runtime.pipeline import Pipeline
+from tests.cli.conftest import REPO, run_cli, write_corpus, write_pipeline
+
+FIELDS = {"tenant": "str", "year": "int", "tags": "list[str]"}
+
+
+def _ray_installed() -> None:
+    try:
+        import ray  # noqa: F401
+        import ray.data  # noqa: F401
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            pytest.fail("ray is not installed; scripts/test.sh installs the [ray] extra")
+        pytest.skip("needs the [ray] extra: pip install 'ragcost[ray]'")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env() -> dict:
+    # The CLI in a subprocess imports this checkout's ragcost, and ships it to the workers (runtime_env).
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "ragcost.cli.main", *map(str, args)]
+
+
+def _store(folder: Path, name: str = "kb.duckdb"):
+    from ragcost.store import SQLStore
+
+    return SQLStore(f"duckdb:///{folder / name}", "kb", parse_fields(FIELDS)).open()
+
+
+# ---- configuration and bad input (no cluster) ------------------------------------------------
+
+
+class TestRayConfig:
+    def test_ray_options_without_executor_ray_is_an_error_naming_the_fix(self, tmp_path):
+        write_corpus(tmp_path / "kb.jsonl")
+        p = write_pipeline(tmp_path, ray={"address": "127.0.0.1:6379"})
+        with pytest.raises(ConfigError, match=r"ray options are set but executor is 'local'; set executor: ray"):
+            Pipeline.load(p)
+
+    def test_an_unknown_ray_option_is_refused(self, tmp_path):
+        write_corpus(tmp_path / "kb.jsonl")
+        p = write_pipeline(tmp_path, executor="ray", ray={"adress": "127.0.0.1:6379"})
+        with pytest.raises(ConfigError, match=r"adress"):
+            Pipeline.load(p)
+
+    def test_local_stays_the_default_and_ray_flag_switches_the_executor(self, tmp_path):
+        from ragcost.runtime.ray_executor import use_ray
+
+        write_corpus(tmp_path / "kb.jsonl")
+        pipe = Pipeline.load(write_pipeline(tmp_path, executor="ray", ray={"workers": 3}))
+        assert Pipeline.load(write_pipeline(tmp_path)).config.executor == "local"
+        cfg = use_ray(pipe.config, "127.0.0.1:1234")
+        assert (cfg.executor, cfg.ray.address, cfg.ray.workers) == ("ray", "127.0.0.1:1234", 3)
+
+
+class TestRayBadInput:
+    def test_an_address_that_does_not_answer_is_one_line_naming_it_within_the_timeout(self, tmp_path):
+        _ray_installed()
+        write_corpus(tmp_path / "kb.jsonl")
+        p = write_pipeline(tmp_path, executor="ray", ray={"connect_timeout_s": 3})
+        address = f"127.0.0.1:{_free_port()}"
+        t0 = time.monotonic()
+        r = subprocess.run(_cli("index", p, "--ray", address), env=_env(), capture_output=True, text=True, timeout=120)
+        assert r.returncode == 1
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1, r.stderr
+        assert lines[0].startswith(f"error: ray: no cluster answers at {address} (connection refused, within 3s)")
+        assert "ray start --head" in lines[0]
+        # asked before the source is read or the model loads: the timeout plus the CLI's own start-up
+        assert time.monotonic() - t0 < 3 + 12
+        with _store(tmp_path) as s:
+            assert s.count_documents() == 0  # nothing was written
+
+    def test_an_address_that_never_accepts_times_out_in_one_line(self, tmp_path, capsys):
+        """A port whose accept queue is full drops new connections silently: the connect timeout decides."""
+        _ray_installed()
+        write_corpus(tmp_path / "kb.jsonl")
+        p = write_pipeline(tmp_path, executor="ray", ray={"connect_timeout_s": 1.5})
+        with socket.socket() as server:
+            server.bind(("127.0.0.1", 0))
+            server.listen(0)
+            address = "127.0.0.1:%d" % server.getsockname()[1]
+            queued = []
+            for _ in range(3):  # fill the accept queue: nothing is ever accepted
+                c = socket.socket()
+                c.setblocking(False)
+                c.connect_ex(server.getsockname())
+                queued.append(c)
+            time.sleep(0.2)
+            t0 = time.monotonic()
+            code, _, err = run_cli(capsys, "index", p, "--ray", address)
+            took = time.monotonic() - t0
+            for c in queued:
+                c.close()
+        assert code == 1
+        assert err.strip() == (f"error: ray: no cluster answers at {address} (timed out, within 1.5s); start one with "
+                               "`ray start --head` or fix executor ray.address / --ray")
+        assert 1.4 <= took < 1.5 + 5
+
+    def test_a_malformed_address_names_the_expected_form(self, tmp_path, capsys):
+        _ray_installed()
+        write_corpus(tmp_path / "kb.jsonl")
+        code, _, err = run_cli(capsys, "index", write_pipeline(tmp_path), "--ray", "no-port-here")
+        assert code == 1
+        assert "ray.address 'no-port-here' is not host:port" in err and len(err.strip().splitlines()) == 1
+
+
+# ---- a real 2-node cluster -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    _ray_installed()
+    from tests.ray_cluster import LocalRayCluster
+
+    with LocalRayCluster(nodes=2, cpus_per_node=1) as cluster:  # stopped (by pid) even when a test fails
+        yield cluster
+
+
+def _varied_docs(n: int) -> list[tuple]:
+    """Documents of 1 to 4 chunks of 64 tokens, so write batches and chunk boundaries both vary."""
+    words = "refund invoice password webhook export billing account login status outage".split()
+    docs = []
+    for i in range(n):
+        body = " ".join(f"{words[(i * 7 + j) % len(words)]} {i}-{j}" for j in range(12 + (i % 4) * 35))
+        docs.append((f"v{i}", f"Topic {i}", body, ["acme", "globex"][i % 2], 2020 + i % 5, [words[i % len(words)]]))
+    return docs
+
+
+def _one_chunk_docs(n: int) -> list[tuple]:
+    return [(f"d{i}", f"Title {i}", f"Document number {i} talks about topic {i % 7} and item {i * 13 % 101}.", "t",
+             2020 + i % 5, ["x"]) for i in range(n)]
+
+
+def _assert_every_document_once(folder: Path, docs: list[tuple], chunks_each: int = 1) -> None:
+    with _store(folder) as s:
+        assert s.count_documents() == len(docs)
+        assert sorted(s.doc_hashes()) == sorted(d[0] for d in docs)
+        labels, _ = s.vectors()
+        assert len(set(labels.tolist())) == len(labels) == s.count_chunks() == len(docs) * chunks_each
+        _, doc_of_chunk = s.chunk_column("doc_id")
+        assert len(doc_of_chunk) == len(set(doc_of_chunk)) * chunks_each  # no document's chunks stored twice
+
+
+def _chunk_vectors(folder: Path) -> dict[tuple[str, int], np.ndarray]:
+    with _store(folder) as s:
+        labels, vectors = s.vectors()
+        _, docs = s.chunk_column("doc_id")
+        _, nos = s.chunk_column("chunk_no")
+        return {(d, int(n)): v for d, n, v in zip(docs, nos, vectors)}
+
+
+@pytest.mark.slow
+def test_ray_indexes_to_the_same_revision_chunks_vectors_and_results_as_local(ray_cluster, tmp_path):
+    import ragcost
+
+    docs = _varied_docs(90)
+    local, remote = tmp_path / "local", tmp_path / "ray"
+    pipes = {}
+    for d in (local, remote):
+        d.mkdir()
+        write_corpus(d / "kb.jsonl", docs)
+        pipes[d] = write_pipeline(d, index={"backend": "faiss", "kind": "flat"})
+    assert main_index(pipes[local]) == 0
+    r = subprocess.run(_cli("index", pipes[remote], "--ray", ray_cluster.address), env=_env(), capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "embedded by 127.0.0." in r.stdout  # the workers' share is reported
+
+    with _store(local) as a, _store(remote) as b:
+        assert a.revision() == b.revision()
+        assert a.count_chunks() == b.count_chunks() > len(docs)  # some documents have several chunks
+    va, vb = _chunk_vectors(local), _chunk_vectors(remote)
+    assert va.keys() == vb.keys()
+    worst = max(float(np.abs(va[k] - vb[k]).max()) for k in va)
+    assert worst < 1e-5, f"ray and local vectors differ by {worst}"
+
+    for q in ("how do I get my money back", "webhook signature", "status page outage 17"):
+        with ragcost.open(pipes[local], write_ledger=False) as sa, ragcost.open(pipes[remote], write_ledger=False) as sb:
+            ha, hb = sa.query(q, k=5).hits, sb.query(q, k=5).hits
+        assert [h["doc_id"] for h in ha] == [h["doc_id"] for h in hb]
+        assert np.allclose([h["score"] for h in ha], [h["score"] for h in hb], atol=1e-5)
+
+
+def main_index(pipeline: Path) -> int:
+    from ragcost.cli.main import main
+
+    return main(["index", str(pipeline)])
+
+
+def _progress(line: str) -> tuple[int, int, dict[str, int]]:
+    """'embedded 96/1500 chunks (workers: 127.0.0.2:123 64, 127.0.0.3:456 32)' -> (96, 1500, {worker: n})."""
+    head, _, rest = line.partition(" chunks")
+    done, total = head.split()[1].split("/")
+    workers = {}
+    if "(workers: " in rest:
+        for part in rest.split("(workers: ", 1)[1].rstrip(")\n").split(", "):
+            w, n = part.rsplit(" ", 1)
+            workers[w] = int(n)
+    return int(done), int(total), workers
+
+
+def _is_ray_worker(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::")
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_killing_a_worker_mid_run_then_rerunning_stores_every_document_exactly_once(ray_cluster, tmp_path):
+    docs = _one_chunk_docs(1200)
+    write_corpus(tmp_path / "kb.jsonl", docs)
+    p = write_pipeline(tmp_path)
+    proc = subprocess.Popen(_cli("index", p, "--ray", ray_cluster.address), env=_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    killed = None
+    try:
+        for line in proc.stderr:
+            if not line.startswith("embedded "):
+                continue
+            done, total, workers = _progress(line)
+            on_worker_node = [w for w in workers if w.startswith("127.0.0.3:")]
+            if on_worker_node and done < total:
+                pid = int(on_worker_node[0].rsplit(":", 1)[1])
+                assert _is_ray_worker(pid), f"pid {pid} is not a Ray worker process"
+                os.kill(pid, signal.SIGKILL)
+                killed = (pid, done, total)
+                break
+        proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert killed is not None, "the worker node never reported progress before the run ended"
+    assert killed[1] < killed[2]
+    # Ray restarts the actor and retries its batch, or the run fails: either way a rerun finishes the job.
+    r = subprocess.run(_cli("index", p, "--ray", ray_cluster.address), env=_env(), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    _assert_every_document_once(tmp_path, docs)
+
+
+@pytest.mark.slow
+def test_killing_the_driver_mid_run_then_rerunning_stores_every_document_exactly_once(ray_cluster, tmp_path):
+    docs = _one_chunk_docs(1200)
+    write_corpus(tmp_path / "kb.jsonl", docs)
+    p = write_pipeline(tmp_path)
+    proc = subprocess.Popen(_cli("index", p, "--ray", ray_cluster.address), env=_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    killed_at = None
+    try:
+        for line in proc.stderr:
+            if line.startswith("embedded "):
+                done, total, _ = _progress(line)
+                if done >= 64 and done < total:
+                    proc.send_signal(signal.SIGKILL)
+                    killed_at = done
+                    break
+    finally:
+        if proc.poll() is None and killed_at is None:
+            proc.kill()
+        proc.wait()
+    assert killed_at is not None, "the driver finished before it could be killed"
+    with _store(tmp_path) as s:
+        stored = s.count_documents()
+        assert killed_at <= stored < len(docs)  # committed batches survived, the rest did not
+    r = subprocess.run(_cli("index", p, "--ray", ray_cluster.address), env=_env(), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert f"{len(docs) - stored} embedded" in r.stdout and f"{stored} unchanged" in r.stdout  # only what was lost
+    _assert_every_document_once(tmp_path, docs)
