@@ -245,15 +245,17 @@ def test_killing_a_worker_mid_run_then_rerunning_stores_every_document_exactly_o
     p = write_pipeline(tmp_path)
     proc = subprocess.Popen(_cli("index", p, "--ray", ray_cluster.address), env=_env(), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
-    killed = None
+    killed, seen = None, []
     try:
         for line in proc.stderr:
             if not line.startswith("embedded "):
                 continue
             done, total, workers = _progress(line)
-            on_worker_node = [w for w in workers if w.startswith("127.0.0.3:")]
-            if on_worker_node and done < total:
-                pid = int(on_worker_node[0].rsplit(":", 1)[1])
+            seen.append(line.strip())
+            if workers and done < total:
+                # the actor on the worker node when it has reported, else the head node's
+                victim = sorted(workers, key=lambda w: not w.startswith("127.0.0.3:"))[0]
+                pid = int(victim.rsplit(":", 1)[1])
                 assert _is_ray_worker(pid), f"pid {pid} is not a Ray worker process"
                 os.kill(pid, signal.SIGKILL)
                 killed = (pid, done, total)
@@ -263,7 +265,7 @@ def test_killing_a_worker_mid_run_then_rerunning_stores_every_document_exactly_o
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert killed is not None, "the worker node never reported progress before the run ended"
+    assert killed is not None, f"no worker reported progress before the run ended: {seen}"
     assert killed[1] < killed[2]
     # Ray restarts the actor and retries its batch, or the run fails: either way a rerun finishes the job.
     r = subprocess.run(_cli("index", p, "--ray", ray_cluster.address), env=_env(), capture_output=True, text=True, timeout=600)
