@@ -37,6 +37,7 @@ class EmbeddedPart:
     vectors: np.ndarray
     worker: Optional[str]  # "node-ip:pid" of the actor; None when every text came from a cache
     embedded: int  # texts a worker embedded now (the rest were known to the driver's cache)
+    seconds: float = 0.0  # the worker's busy time on them (its model calls), for throughput per worker
 
 
 def use_ray(config: PipelineConfig, address: str) -> PipelineConfig:
@@ -120,10 +121,17 @@ class EmbedActor:
         self.worker = f"{ray.util.get_node_ip_address()}:{os.getpid()}"
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        out = [embed_in_pieces(self.emb, [str(t) for t in texts]).astype(np.float32) for texts in batch["texts"]]
+        from time import perf_counter
+
+        out, secs = [], []
+        for texts in batch["texts"]:
+            t0 = perf_counter()
+            out.append(embed_in_pieces(self.emb, [str(t) for t in texts]).astype(np.float32))
+            secs.append(perf_counter() - t0)
         return {"part": np.asarray(batch["part"], np.int64),
                 "vectors": np.array([v.tobytes() for v in out], dtype=object),
-                "worker": np.array([self.worker] * len(out), dtype=object)}
+                "worker": np.array([self.worker] * len(out), dtype=object),
+                "seconds": np.asarray(secs, np.float64)}
 
 
 class RayEmbedding:
@@ -181,19 +189,19 @@ class RayEmbedding:
         results = self._results(rows) if rows else iter(())
         dim = self.emb.native_dim
         for i, (texts, kn) in enumerate(zip(parts, known)):
-            worker, fresh = None, np.zeros((0, dim), np.float32)
+            worker, fresh, secs = None, np.zeros((0, dim), np.float32), 0.0
             if any(v is None for v in kn):
                 got = next(results)
                 if int(got["part"]) != i:  # preserve_order makes this impossible; never write a wrong vector
                     raise ExecutorError(f"ray: batch {got['part']} came back where batch {i} was expected")
                 fresh = np.frombuffer(got["vectors"], dtype=np.float32).reshape(-1, dim)
-                worker = str(got["worker"])
+                worker, secs = str(got["worker"]), float(got["seconds"])
                 add = getattr(self.emb, "add_vectors", None)
                 if add is not None:
                     add([t for t, v in zip(texts, kn) if v is None], fresh)
             it = iter(fresh)
             vecs = np.vstack([v if v is not None else next(it) for v in kn]) if texts else np.zeros((0, dim), np.float32)
-            yield EmbeddedPart(i, np.ascontiguousarray(vecs, np.float32), worker, len(fresh))
+            yield EmbeddedPart(i, np.ascontiguousarray(vecs, np.float32), worker, len(fresh), secs)
 
     def _results(self, rows: list[dict]) -> Iterator[dict]:
         ray, o = self._ray, self.opts
