@@ -301,3 +301,70 @@ def test_killing_the_driver_mid_run_then_rerunning_stores_every_document_exactly
     assert r.returncode == 0, r.stderr
     assert f"{len(docs) - stored} embedded" in r.stdout and f"{stored} unchanged" in r.stdout  # only what was lost
     _assert_every_document_once(tmp_path, docs)
+
+
+class TestOnlyUnknownTextsTravel:
+    """The driver's text cache (eval) answers what it knows; only the rest goes to the workers, order kept."""
+
+    class _Emb:
+        native_dim = 3
+
+        def __init__(self, known: dict[str, np.ndarray]) -> None:
+            self.known, self.added = known, []
+
+        def known_vectors(self, texts):
+            return [self.known.get(t) for t in texts]
+
+        def add_vectors(self, texts, vectors):
+            self.added.append((list(texts), vectors.copy()))
+
+        def fingerprint(self):
+            return "f" * 64
+
+    def test_known_texts_stay_and_the_rest_come_back_in_place(self):
+        from ragcost.config.pipeline import PipelineConfig
+        from ragcost.runtime.ray_executor import RayEmbedding
+
+        vec = {t: np.array([i, 1, 0], np.float32) for i, t in enumerate("abcdefg")}
+        emb = self._Emb({t: vec[t] for t in "bdf"})
+        sent = []
+
+        class Fake(RayEmbedding):
+            def _results(self, rows):  # what a worker would return for each row, in row order
+                for row in rows:
+                    sent.append((row["part"], row["texts"]))
+                    out = np.vstack([vec[t] for t in row["texts"]])
+                    yield {"part": row["part"], "vectors": out.tobytes(), "worker": "127.0.0.3:7", "seconds": 0.5}
+
+        run = Fake(PipelineConfig(name="x", executor="ray"), None, emb)
+        parts = [["a", "b", "c"], ["d"], ["e", "f", "g"], []]
+        got = list(run.embed(parts))
+        assert sent == [(0, ["a", "c"]), (2, ["e", "g"])]  # "d" alone was known: part 1 never left the driver
+        assert [g.index for g in got] == [0, 1, 2, 3]
+        for g, texts in zip(got, parts):
+            assert g.vectors.shape == (len(texts), 3)
+            assert np.array_equal(g.vectors, np.vstack([vec[t] for t in texts]) if texts else np.zeros((0, 3)))
+        assert [(g.worker, g.embedded) for g in got] == [("127.0.0.3:7", 2), (None, 0), ("127.0.0.3:7", 2), (None, 0)]
+        assert [t for t, _ in emb.added] == [["a", "c"], ["e", "g"]]  # the cache learns what the workers embedded
+
+
+@pytest.mark.slow
+def test_eval_with_ray_gives_the_local_chunks_and_quality(ray_cluster, tmp_path):
+    import json
+
+    from ragcost.evaluate.run import run_eval
+    from ragcost.evaluate.spec import load_spec
+    from tests.evaluate.conftest import write_beir
+
+    write_beir(tmp_path / "data" / "synth", n_docs=64)
+    (tmp_path / "pipe.yaml").write_text(json.dumps({
+        "name": "synthetic", "store": f"duckdb:///{tmp_path / 'store.duckdb'}", "chunking": {"size": 16, "overlap": 4},
+        "pricing": str(REPO / "pricing" / "default.yaml")}))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"pipeline: pipe.yaml\ndataset: data/synth\nk: [10]\ngrid:\n  - index: {REPO}/indexes/flat.yaml\n")
+    local = run_eval(load_spec(spec), tmp_path / "cache-local")
+    ray = run_eval(load_spec(spec), tmp_path / "cache-ray", ray_address=ray_cluster.address)
+    assert ray.embedded_documents == local.embedded_documents == 64  # the ray cache started empty: it embedded all
+    assert (ray.documents, ray.chunks) == (local.documents, local.chunks)
+    a, b = local.ok()[0].metrics, ray.ok()[0].metrics
+    assert a.keys() == b.keys() and all(abs(a[m] - b[m]) < 1e-6 for m in a), (a, b)
