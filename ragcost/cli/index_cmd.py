@@ -80,7 +80,8 @@ def index(
         typer.echo("embedded by " + ", ".join(f"{w}: {n} chunks" for w, n in sorted(workers.items())))
     if summary.index_built:
         typer.echo(
-            f"index built: {pipe.index_config.backend}/{pipe.index_config.kind}, {summary.vector_count} vectors, "
+            f"index built: {pipe.index_config.backend}/{pipe.index_config.kind}"
+            f"{f' in {summary.index_shards} shards on ray' if summary.index_shards else ''}, {summary.vector_count} vectors, "
             f"{summary.index_bytes / 1e6:.1f} MB in memory, {summary.index_seconds:.2f}s -> {pipe.config.index_path}"
         )
     else:

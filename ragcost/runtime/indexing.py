@@ -42,6 +42,7 @@ class IndexSummary:
     vector_count: int = 0
     index_bytes: int = 0
     embed_seconds: float = 0.0
+    index_shards: int = 0  # > 0: built in that many shards on the Ray cluster
     warnings: list[str] = field(default_factory=list)
     report: IngestReport = field(default_factory=IngestReport)
 
@@ -312,7 +313,7 @@ def rebuild_index(pipe: Pipeline, summary: Optional[IndexSummary] = None) -> Ind
     cls = index_registry.get(pipe.index_config.backend)
     index = cls(pipe.index_config, pipe.dim, pipe.config.embed.precision)
     t0 = perf_counter()
-    index.build(vectors, labels)
+    summary.index_shards = _build(pipe, index, vectors, labels)
     seconds = perf_counter() - t0
     m = write_artifact(pipe.config.index_path, index, labels, vectors, fingerprint, seconds)
     summary.index_built = True
@@ -321,3 +322,14 @@ def rebuild_index(pipe: Pipeline, summary: Optional[IndexSummary] = None) -> Ind
     summary.index_bytes = m.index_bytes
     summary.warnings.extend(m.warnings)
     return summary
+
+
+def _build(pipe: Pipeline, index, vectors: np.ndarray, labels: np.ndarray) -> int:
+    """Locally (returns 0), or under ``executor: ray`` an IVF kind in shards added by the workers and merged."""
+    if pipe.config.executor == "ray":
+        from ragcost.runtime.ray_shards import build_sharded, can_shard
+
+        if can_shard(index):
+            return build_sharded(index, vectors, labels, pipe.config.ray_options)["shards"]
+    index.build(vectors, labels)
+    return 0

@@ -96,6 +96,26 @@ def _runtime_env() -> dict[str, Any]:
             "excludes": ["__pycache__", "*.pyc"]}
 
 
+def connect(opts: RayOptions) -> tuple[Any, bool]:
+    """(ray, whether this call joined): the cluster at ``opts.address``, or an ExecutorError naming it."""
+    import logging
+
+    address = opts.address or "auto"
+    check_answers(address, opts.connect_timeout_s)
+    ray = _import_ray()
+    if ray.is_initialized():
+        return ray, False
+    try:
+        ray.init(address=address, runtime_env=_runtime_env(), logging_level=logging.ERROR,
+                 log_to_driver=False, configure_logging=True)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise ExecutorError(f"ray: cannot join the cluster at {address}: {first}; start one with "
+                            "`ray start --head` or fix executor ray.address / --ray") from None
+    logging.getLogger("ray.data").setLevel(logging.ERROR)  # its plan and "progress bars disabled" notes
+    return ray, True
+
+
 class EmbedActor:
     """One Ray actor: the pipeline's embedder, loaded once, refusing a model whose bytes differ from the driver's."""
 
@@ -156,25 +176,10 @@ class RayEmbedding:
 
     def connect(self) -> None:
         """Join the cluster, or fail in one line naming the address within the connect timeout."""
-        import logging
-
-        address = self.opts.address or "auto"
-        check_answers(address, self.opts.connect_timeout_s)
-        ray = _import_ray()
-        if not ray.is_initialized():
-            try:
-                ray.init(address=address, runtime_env=_runtime_env(), logging_level=logging.ERROR,
-                         log_to_driver=False, configure_logging=True)
-            except (ConnectionError, RuntimeError, ValueError) as e:
-                first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-                raise ExecutorError(f"ray: cannot join the cluster at {address}: {first}; start one with "
-                                    "`ray start --head` or fix executor ray.address / --ray") from None
-            self._owns = True
-        logging.getLogger("ray.data").setLevel(logging.ERROR)  # its plan and "progress bars disabled" notes
-        ctx = ray.data.DataContext.get_current()
+        self._ray, self._owns = connect(self.opts)
+        ctx = self._ray.data.DataContext.get_current()
         ctx.execution_options.preserve_order = True  # batches reach the store in the local executor's order
         ctx.enable_progress_bars = False  # ragcost shows the workers' progress itself
-        self._ray = ray
 
     def _known(self, texts: list[str]) -> list[Optional[np.ndarray]]:
         """Vectors the driver's embedder already holds (the eval text cache); None where a worker must embed."""

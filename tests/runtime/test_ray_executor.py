@@ -197,6 +197,7 @@ def test_ray_indexes_to_the_same_revision_chunks_vectors_and_results_as_local(ra
                        text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert "embedded by 127.0.0." in r.stdout  # the workers' share is reported
+    assert "index built: faiss/flat, " in r.stdout  # flat is not sharded
 
     with _store(local) as a, _store(remote) as b:
         assert a.revision() == b.revision()
@@ -368,3 +369,51 @@ def test_eval_with_ray_gives_the_local_chunks_and_quality(ray_cluster, tmp_path)
     assert (ray.documents, ray.chunks) == (local.documents, local.chunks)
     a, b = local.ok()[0].metrics, ray.ok()[0].metrics
     assert a.keys() == b.keys() and all(abs(a[m] - b[m]) < 1e-6 for m in a), (a, b)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind, build", [("ivf_flat", {"nlist": 32}), ("ivf_pq", {"nlist": 32, "m": 8, "nbits": 6})])
+def test_ivf_built_in_shards_on_ray_holds_every_label_and_searches_like_a_local_build(ray_cluster, kind, build):
+    from ragcost.config.index import IndexConfig
+    from ragcost.config.pipeline import RayOptions
+    from ragcost.index.faiss_index import FaissIndex
+    from ragcost.runtime.ray_shards import build_sharded
+    from tests.conftest import clustered_vectors
+
+    x, _ = clustered_vectors(12_000, 64, seed=3)
+    labels = np.arange(5, 5 + len(x), dtype=np.int64) * 3  # the store's labels, not positions
+    q = x[:200] + 0.05
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    cfg = IndexConfig(backend="faiss", kind=kind, build=build, search={"nprobe": 8})
+    local, sharded = FaissIndex(cfg, 64), FaissIndex(cfg, 64)
+    local.build(x, labels)
+    did = build_sharded(sharded, x, labels, RayOptions(address=ray_cluster.address, workers=2), shards=3)
+    sample = 256 * 32 if kind == "ivf_flat" else min(len(x), 256 * 2**6)  # faiss's own cap per centroid / PQ code
+    assert did == {"shards": 3, "trained_on": sample, "vectors": len(x)}
+    assert len(sharded) == len(local) == len(x)
+    truth = labels[np.argsort(-(q @ x.T), axis=1)[:, :10]]
+
+    def recall(index) -> float:
+        _, got = index.search(q, 10)
+        return float(np.mean([len(set(g) & set(t)) / 10 for g, t in zip(got.tolist(), truth.tolist())]))
+
+    r_local, r_sharded = recall(local), recall(sharded)
+    assert set(sharded.search(x[:50], 1)[1][:, 0].tolist()) <= set(labels.tolist())
+    assert r_sharded >= r_local - 0.03, (r_local, r_sharded)
+    assert r_sharded > (0.1 if kind == "ivf_pq" else 0.8)  # random would be ~0.001; PQ 8x6 bits on 64-d is coarse
+
+
+@pytest.mark.slow
+def test_index_with_ray_builds_an_ivf_index_in_shards_that_queries_answer_from(ray_cluster, tmp_path):
+    import ragcost
+
+    docs = _one_chunk_docs(300)
+    write_corpus(tmp_path / "kb.jsonl", docs)
+    p = write_pipeline(tmp_path, executor="ray", ray={"address": ray_cluster.address, "workers": 2},
+                       index={"backend": "faiss", "kind": "ivf_flat", "build": {"nlist": 4}, "search": {"nprobe": 4}})
+    r = subprocess.run(_cli("index", p), env=_env(), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "index built: faiss/ivf_flat in 2 shards on ray, 300 vectors" in r.stdout
+    with ragcost.open(p, write_ledger=False) as s:
+        hits = s.query("Document number 17 talks about topic 3", k=3).hits
+    assert hits[0]["doc_id"] == "d17"  # nprobe = nlist: exact over the merged lists
