@@ -38,21 +38,23 @@ def _config(workers: int):
 
 
 def local_run(emb, parts: list[list[str]]) -> float:
+    from ragcost.runtime.indexing import EMBED_CHUNKS
     from ragcost.runtime.ray_executor import embed_in_pieces
 
     t0 = time.perf_counter()
     for texts in parts:
-        embed_in_pieces(emb, texts)
+        embed_in_pieces(emb, texts, EMBED_CHUNKS)
     return time.perf_counter() - t0
 
 
 def ray_run(address: str, emb, parts: list[list[str]], workers: int) -> dict:
+    from ragcost.runtime.indexing import EMBED_CHUNKS
     from ragcost.runtime.ray_executor import RayEmbedding
 
     cfg = _config(workers).model_copy(update={"ray": _config(workers).ray.model_copy(update={"address": address})})
     t0 = time.perf_counter()
     arrivals, busy, done = [], {}, {}
-    with RayEmbedding(cfg, None, emb) as r:
+    with RayEmbedding(cfg, None, emb, EMBED_CHUNKS) as r:
         for got in r.embed(parts):
             arrivals.append((time.perf_counter(), len(got.vectors)))
             busy[got.worker] = busy.get(got.worker, 0.0) + got.seconds
@@ -68,7 +70,7 @@ def ray_run(address: str, emb, parts: list[list[str]], workers: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--texts", type=int, default=1536)
+    ap.add_argument("--texts", type=int, default=1536, help="at most the 1,118 pydoc-topic chunks there are")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()

@@ -280,7 +280,7 @@ def _embed_on_ray_and_write(pipe: Pipeline, store, batches: list, summary: Index
     if not batches:
         return
     done, by_worker = 0, {}
-    with RayEmbedding(pipe.config, pipe.base, pipe.embedder) as ray_run:
+    with RayEmbedding(pipe.config, pipe.base, pipe.embedder, piece=EMBED_CHUNKS) as ray_run:
         texts = [[c.text for _, _, chunks in part for c in chunks] for part in batches]
         for got in ray_run.embed(texts):
             _write_part(store, batches[got.index], got.vectors, summary)

@@ -24,7 +24,6 @@ import numpy as np
 from ragcost.config.pipeline import EmbedConfig, PipelineConfig, RayOptions
 from ragcost.errors import ConfigError, DependencyError, ExecutorError
 
-EMBED_CHUNKS = 128  # chunks per encode call inside a batch: the local executor's pieces, so the vectors match
 _OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
             "TOKENIZERS_PARALLELISM": "false"}
 
@@ -46,11 +45,11 @@ def use_ray(config: PipelineConfig, address: str) -> PipelineConfig:
     return config.model_copy(update={"executor": "ray", "ray": opts})
 
 
-def embed_in_pieces(emb: Any, texts: list[str]) -> np.ndarray:
-    """Vectors of ``texts`` in encode calls of EMBED_CHUNKS, as the local executor makes them."""
+def embed_in_pieces(emb: Any, texts: list[str], piece: int) -> np.ndarray:
+    """Vectors of ``texts`` in encode calls of ``piece`` texts, as the local executor makes them (same vectors)."""
     if not texts:
         return np.zeros((0, emb.native_dim), np.float32)
-    return np.vstack([emb.embed(texts[k : k + EMBED_CHUNKS]) for k in range(0, len(texts), EMBED_CHUNKS)])
+    return np.vstack([emb.embed(texts[k : k + piece]) for k in range(0, len(texts), piece)])
 
 
 def _import_ray() -> Any:
@@ -119,7 +118,7 @@ def connect(opts: RayOptions) -> tuple[Any, bool]:
 class EmbedActor:
     """One Ray actor: the pipeline's embedder, loaded once, refusing a model whose bytes differ from the driver's."""
 
-    def __init__(self, embed: dict, base: Optional[str], fingerprint: str, threads: int) -> None:
+    def __init__(self, embed: dict, base: Optional[str], fingerprint: str, threads: int, piece: int) -> None:
         os.environ.update(_OFFLINE)
         import ray
 
@@ -139,6 +138,7 @@ class EmbedActor:
                               f"other bytes ({got[:12]}) than on the driver ({fingerprint[:12]}); install the same "
                               "model on every node, or vectors of two models would mix")
         self.worker = f"{ray.util.get_node_ip_address()}:{os.getpid()}"
+        self.piece = piece
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         from time import perf_counter
@@ -146,7 +146,7 @@ class EmbedActor:
         out, secs = [], []
         for texts in batch["texts"]:
             t0 = perf_counter()
-            out.append(embed_in_pieces(self.emb, [str(t) for t in texts]).astype(np.float32))
+            out.append(embed_in_pieces(self.emb, [str(t) for t in texts], self.piece).astype(np.float32))
             secs.append(perf_counter() - t0)
         return {"part": np.asarray(batch["part"], np.int64),
                 "vectors": np.array([v.tobytes() for v in out], dtype=object),
@@ -157,7 +157,9 @@ class EmbedActor:
 class RayEmbedding:
     """A connection to the cluster for one run; ``embed(parts)`` yields each part's vectors in order."""
 
-    def __init__(self, config: PipelineConfig, base: Optional[Path], emb: Any) -> None:
+    def __init__(self, config: PipelineConfig, base: Optional[Path], emb: Any, piece: int) -> None:
+        """``piece``: texts per encode call inside a batch (the local executor's, so the vectors match)."""
+        self.piece = piece
         self.opts: RayOptions = config.ray_options
         self.embed_config = config.embed
         self.base = base
@@ -214,7 +216,8 @@ class RayEmbedding:
         ds = ds.map_batches(
             EmbedActor, batch_size=1, batch_format="numpy",
             fn_constructor_kwargs={"embed": self.embed_config.model_dump(), "base": str(self.base) if self.base else None,
-                                   "fingerprint": self.emb.fingerprint(), "threads": int(o.cpus_per_worker)},
+                                   "fingerprint": self.emb.fingerprint(), "threads": int(o.cpus_per_worker),
+                                   "piece": self.piece},
             compute=ray.data.ActorPoolStrategy(size=o.workers), num_cpus=o.cpus_per_worker)
         try:
             yield from ds.iter_rows()

@@ -337,7 +337,7 @@ class TestOnlyUnknownTextsTravel:
                     out = np.vstack([vec[t] for t in row["texts"]])
                     yield {"part": row["part"], "vectors": out.tobytes(), "worker": "127.0.0.3:7", "seconds": 0.5}
 
-        run = Fake(PipelineConfig(name="x", executor="ray"), None, emb)
+        run = Fake(PipelineConfig(name="x", executor="ray"), None, emb, 128)
         parts = [["a", "b", "c"], ["d"], ["e", "f", "g"], []]
         got = list(run.embed(parts))
         assert sent == [(0, ["a", "c"]), (2, ["e", "g"])]  # "d" alone was known: part 1 never left the driver
