@@ -153,11 +153,10 @@ def run_index(
     ``executor: ray``, ``worker_progress(worker, chunks)`` says how many chunks each worker embedded.
     """
     summary = IndexSummary()
-    if pipe.config.executor == "ray":  # a cluster that does not answer fails now, before any model loads
-        from ragcost.runtime.ray_executor import check_answers
+    if pipe.config.executor == "ray":  # no cluster or no Ray fails now, before the source is read or a model loads
+        from ragcost.runtime.ray_executor import preflight
 
-        opts = pipe.config.ray_options
-        check_answers(opts.address or "auto", opts.connect_timeout_s)
+        preflight(pipe.config.ray_options)
     docs = _read(pipe, source, reader, summary)
     store = pipe.store()
     if prune:

@@ -86,6 +86,12 @@ def check_answers(address: str, timeout: float) -> None:
                             "`ray start --head` or fix executor ray.address / --ray") from None
 
 
+def preflight(opts: RayOptions) -> None:
+    """Before any work: the cluster answers and Ray is installed (each a one-line error otherwise)."""
+    check_answers(opts.address or "auto", opts.connect_timeout_s)
+    _import_ray()
+
+
 def _runtime_env() -> dict[str, Any]:
     """The driver's own ragcost code on every worker, and the model hub offline there too."""
     import ragcost

@@ -417,3 +417,23 @@ def test_index_with_ray_builds_an_ivf_index_in_shards_that_queries_answer_from(r
     with ragcost.open(p, write_ledger=False) as s:
         hits = s.query("Document number 17 talks about topic 3", k=3).hits
     assert hits[0]["doc_id"] == "d17"  # nprobe = nlist: exact over the merged lists
+
+
+def test_without_ray_installed_the_error_says_how_to_install_it(tmp_path, capsys, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_ray(name, *args, **kwargs):
+        if name == "ray" or name.startswith("ray."):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    write_corpus(tmp_path / "kb.jsonl")
+    with socket.socket() as server:  # something answers, so the missing package is what fails
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        code, _, err = run_cli(capsys, "index", write_pipeline(tmp_path), "--ray", "127.0.0.1:%d" % server.getsockname()[1])
+    assert code == 1
+    assert err.strip() == "error: executor: ray needs Ray Data: pip install 'ragcost[ray]'"
