@@ -233,9 +233,15 @@ class RayEmbedding:
 
 
 def _first_cause(e: BaseException) -> str:
-    """The innermost error's one-line message (a ConfigError raised in an actor, say), not Ray's wrapping."""
-    cause = getattr(e, "cause", None) or e.__cause__
-    while cause is not None and (getattr(cause, "cause", None) or cause.__cause__) is not None:
-        cause = getattr(cause, "cause", None) or cause.__cause__
-    text = str(cause or e).strip()
-    return (text.splitlines() or [type(e).__name__])[-1][:300]
+    """The message of the error a worker raised (a ConfigError from an actor, say), not Ray's wrapping of it.
+
+    Ray carries the worker's traceback as text: its last ``Type: message`` line is the original error.
+    """
+    import re
+
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(e))
+    found = re.findall(r"^([\w.]*(?:Error|Exception)): (.+)$", text, flags=re.M)
+    if not found:
+        return type(e).__name__
+    kind, message = found[-1]
+    return message[:300] if kind.startswith("ragcost.") else f"{kind.rsplit('.', 1)[-1]}: {message[:300]}"

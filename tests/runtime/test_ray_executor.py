@@ -437,3 +437,29 @@ def test_without_ray_installed_the_error_says_how_to_install_it(tmp_path, capsys
         code, _, err = run_cli(capsys, "index", write_pipeline(tmp_path), "--ray", "127.0.0.1:%d" % server.getsockname()[1])
     assert code == 1
     assert err.strip() == "error: executor: ray needs Ray Data: pip install 'ragcost[ray]'"
+
+
+@pytest.mark.slow
+def test_a_worker_whose_model_bytes_differ_refuses_and_the_error_names_it(ray_cluster):
+    from ragcost.config.pipeline import EmbedConfig, PipelineConfig
+    from ragcost.embed import make_embedder
+    from ragcost.errors import ExecutorError
+    from ragcost.runtime.ray_executor import RayEmbedding
+
+    class OtherModelOnTheDriver:  # the driver believes in other bytes than the workers have
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def fingerprint(self):
+            return "0" * 64
+
+    emb = make_embedder(EmbedConfig())
+    cfg = PipelineConfig(name="x", executor="ray", ray={"address": ray_cluster.address})
+    with pytest.raises(ExecutorError, match=r"^ray: embedding failed on the cluster at 127\.0\.0\.2:\d+: ray worker 127\.0\.0\.\d: "
+                       r"embed.model 'all-MiniLM-L6-v2' there has other bytes \(\w{12}\) than on the driver \(000000000000\); "
+                       r"install the same model on every node"):
+        with RayEmbedding(cfg, None, OtherModelOnTheDriver(emb), 128) as run:
+            list(run.embed([["one text"], ["another"]]))
