@@ -39,3 +39,7 @@ class DependencyError(RagcostError):
 
 class StageError(RagcostError):
     """A stage failed; the message names the stage."""
+
+
+class ExecutorError(RagcostError):
+    """The executor (a Ray cluster) cannot be reached or failed; the message names the address."""

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/pip install -q torch==2.13.0
-.venv/bin/pip install -q -e '.[dev,postgres,pgvector,redis,serve,onnx,static]'
+.venv/bin/pip install -q -e '.[dev,postgres,pgvector,redis,serve,onnx,static,ray]'
 eval "$(scripts/start_postgres.sh)"
 eval "$(scripts/start_pgvector.sh)"
 eval "$(scripts/start_redis.sh)"

@@ -145,6 +145,7 @@ def eval_(
     max_queries: Optional[int] = typer.Option(None, "--max-queries", help="evaluate only the first N judged queries"),
     cache_dir: Path = typer.Option(Path(".ragcost/eval"), "--cache-dir", help="where corpus and query vectors are cached"),
     write: bool = typer.Option(False, "--write", help="store the recommended configuration's calibrated useful threshold in the pipeline YAML (useful: {judge: score, threshold: X})"),
+    ray: Optional[str] = typer.Option(None, "--ray", metavar="ADDRESS", help="embed the corpus on the Ray cluster at ADDRESS (host:port as `ray start --head` prints it, or auto) instead of the pipeline's executor"),
 ) -> None:
     """Compare index and embedding configurations on a dataset's relevance judgments: quality, latency, bytes, dollars."""
     from rich.console import Console
@@ -170,7 +171,7 @@ def eval_(
     err = Console(stderr=True, soft_wrap=True)
     cb, bar = _progress_runner(err)
     with bar:
-        run = run_eval(ls, cache_dir, progress=cb)
+        run = run_eval(ls, cache_dir, progress=cb, ray_address=ray)
     _print_warnings(err, run)
     rec = _print_results(out, run)
     if write and rec is None:

@@ -1,11 +1,11 @@
-"""`ragcost index PIPELINE [--source PATH] [--reader NAME] [--prune [--force]]`."""
+"""`ragcost index PIPELINE [--source PATH] [--reader NAME] [--prune [--force]] [--ray ADDRESS]`."""
 
 from __future__ import annotations
 
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -16,6 +16,7 @@ def index(
     reader: Optional[str] = typer.Option(None, "--reader", help="reader to use (jsonl, csv, parquet, folder, beir, pydoc-topics) instead of source.reader or the one the path implies"),
     prune: bool = typer.Option(False, "--prune", help="remove stored documents that are gone from the source (refused when the read skipped input, unless --force)"),
     force: bool = typer.Option(False, "--force", help="with --prune: delete even when the read skipped files or lines"),
+    ray: Optional[str] = typer.Option(None, "--ray", metavar="ADDRESS", help="embed on the Ray cluster at ADDRESS (host:port as `ray start --head` prints it, or auto) instead of the pipeline's executor"),
 ) -> None:
     """Read the source, embed only new or changed documents, and rebuild the index if anything changed."""
     from rich.console import Console
@@ -28,22 +29,36 @@ def index(
         raise typer.BadParameter("--force only applies with --prune", param_hint="--force")
     console = Console(stderr=True)
     pipe = Pipeline.load(pipeline)
+    if ray is not None:
+        from ragcost.runtime.ray_executor import use_ray
+
+        pipe.config = use_ray(pipe.config, ray)
     last = [0.0]
+    workers: dict[str, int] = {}
 
     def log_line(done: int, total: int) -> None:
         # Not a terminal (CI, a pipe): a plain line at most once a second instead of a bar.
         now = time.monotonic()
         if now - last[0] >= 1.0 or done == total:
             last[0] = now
-            print(f"embedded {done}/{total} chunks", file=sys.stderr, flush=True)
+            each = f" (workers: {', '.join(f'{w} {n}' for w, n in sorted(workers.items()))})" if workers else ""
+            print(f"embedded {done}/{total} chunks{each}", file=sys.stderr, flush=True)
 
     try:
         if console.is_terminal:
-            with Progress(TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), TextColumn("chunks"), TimeRemainingColumn(), console=console, transient=True) as bar:
-                task = bar.add_task("embed", total=None)
-                summary = run_index(pipe, source=source, prune=prune, progress=lambda done, total: bar.update(task, completed=done, total=total), reader=reader, force=force)
+            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("chunks"), TimeRemainingColumn(), console=console, transient=True) as bar:
+                task = bar.add_task("embedding", total=None)
+                rows: dict[str, Any] = {}
+
+                def worker_bar(worker: str, n: int) -> None:
+                    workers[worker] = n
+                    if worker not in rows:
+                        rows[worker] = bar.add_task(f"  worker {worker}", total=None)
+                    bar.update(rows[worker], completed=n)
+
+                summary = run_index(pipe, source=source, prune=prune, progress=lambda done, total: bar.update(task, completed=done, total=total), reader=reader, force=force, worker_progress=worker_bar)
         else:
-            summary = run_index(pipe, source=source, prune=prune, progress=log_line, reader=reader, force=force)
+            summary = run_index(pipe, source=source, prune=prune, progress=log_line, reader=reader, force=force, worker_progress=workers.__setitem__)
     finally:
         pipe.close()
     rep = summary.report
@@ -61,9 +76,12 @@ def index(
         f"{summary.documents} documents read: {summary.embedded_documents} embedded ({summary.embedded_chunks} chunks, "
         f"{summary.embed_seconds:.1f}s), {summary.unchanged} unchanged, {summary.pruned} pruned"
     )
+    if workers:
+        typer.echo("embedded by " + ", ".join(f"{w}: {n} chunks" for w, n in sorted(workers.items())))
     if summary.index_built:
         typer.echo(
-            f"index built: {pipe.index_config.backend}/{pipe.index_config.kind}, {summary.vector_count} vectors, "
+            f"index built: {pipe.index_config.backend}/{pipe.index_config.kind}"
+            f"{f' in {summary.index_shards} shards on ray' if summary.index_shards else ''}, {summary.vector_count} vectors, "
             f"{summary.index_bytes / 1e6:.1f} MB in memory, {summary.index_seconds:.2f}s -> {pipe.config.index_path}"
         )
     else:

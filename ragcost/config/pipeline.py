@@ -110,6 +110,16 @@ class ServeConfig(Strict):
         return v
 
 
+class RayOptions(Strict):
+    """How ``executor: ray`` embeds: Ray Data ``map_batches`` over a pool of actors, each loading the model once."""
+
+    address: Optional[str] = Field(None, description="the cluster to join: its GCS host:port (as `ray start --head` prints "
+                                   "it), ray://host:port, or auto; null starts a private local Ray for the run")
+    workers: int = Field(2, ge=1, le=1024, description="embedding actors; each holds one copy of the model")
+    cpus_per_worker: float = Field(1.0, gt=0, description="CPUs each actor reserves (its torch threads)")
+    connect_timeout_s: float = Field(10.0, gt=0, le=600, description="a cluster that does not answer within this is an error naming the address")
+
+
 class StageConfig(BaseModel):
     """A stage: ``type`` names a registered stage, the other keys are its own params (validated by it)."""
 
@@ -133,6 +143,15 @@ class PipelineConfig(Strict):
     stages: list[StageConfig] = Field(default_factory=lambda: [StageConfig(type="retrieve")])
     serve: ServeConfig = Field(default_factory=ServeConfig, description="`ragcost serve` settings")
     redact: list[str] = Field(default_factory=list, description="guard checks that redact documents before they are stored, e.g. [pii] (checked against the guard registry at load)")
+    executor: Literal["local", "ray"] = Field("local", description="where `ragcost index` and `ragcost eval` embed the corpus: "
+                                              "local (this process) or ray (a Ray cluster, pip install 'ragcost[ray]')")
+    ray: Optional[RayOptions] = Field(None, description="options of executor: ray")
+
+    @model_validator(mode="after")
+    def _ray_options_need_ray(self) -> "PipelineConfig":
+        if self.ray is not None and self.executor != "ray":
+            raise ValueError(f"ray options are set but executor is {self.executor!r}; set executor: ray or remove ray")
+        return self
 
     @field_validator("name")
     @classmethod
@@ -158,6 +177,10 @@ class PipelineConfig(Strict):
     @property
     def index_path(self) -> Path:
         return Path(self.index_dir or f".ragcost/{self.name}/index")
+
+    @property
+    def ray_options(self) -> RayOptions:
+        return self.ray or RayOptions()
 
     @property
     def source_config(self) -> SourceConfig:

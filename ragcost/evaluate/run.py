@@ -112,14 +112,22 @@ def _noop(task: str, done: int, total: Optional[int]) -> None:
     pass
 
 
-def run_eval(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Progress = _noop) -> EvalRun:
-    """Everything `ragcost eval SPEC` measures, as data (nothing printed, nothing written but the caches)."""
+def run_eval(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Progress = _noop,
+             ray_address: Optional[str] = None) -> EvalRun:
+    """Everything `ragcost eval SPEC` measures, as data (nothing printed, nothing written but the caches).
+
+    ``ray_address``: embed the corpus on that Ray cluster, whatever the pipeline's executor says.
+    """
     from ragcost.evaluate.pareto import mark
     from ragcost.evaluate.grid import merge_variant, variants
     from ragcost.runtime.pipeline import Pipeline
 
     t_start = perf_counter()
     pipe = Pipeline.load(ls.pipeline_path, judge=False)  # eval judges by the qrels, and calibrates the threshold
+    if ray_address is not None:
+        from ragcost.runtime.ray_executor import use_ray
+
+        pipe.config = use_ray(pipe.config, ray_address)
     run: Optional[EvalRun] = None
     vs = []
     try:

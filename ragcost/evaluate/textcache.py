@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
 import numpy as np
 
@@ -58,6 +58,16 @@ class CachedEmbedder:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+    def known_vectors(self, texts: list[str]) -> list[Optional[np.ndarray]]:
+        """The cached vector of each text, None where the model must embed it (an executor asks before it sends)."""
+        found = [self._cache.vectors.get(text_hash(t)) for t in texts]
+        self.hits += sum(v is not None for v in found)
+        return found
+
+    def add_vectors(self, texts: list[str], vectors: np.ndarray) -> None:
+        """Vectors an executor embedded elsewhere (a Ray worker), kept like the ones ``embed`` makes."""
+        self._cache.add(texts, vectors)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         hashes = [text_hash(t) for t in texts]

@@ -42,6 +42,7 @@ class IndexSummary:
     vector_count: int = 0
     index_bytes: int = 0
     embed_seconds: float = 0.0
+    index_shards: int = 0  # > 0: built in that many shards on the Ray cluster
     warnings: list[str] = field(default_factory=list)
     report: IngestReport = field(default_factory=IngestReport)
 
@@ -143,13 +144,19 @@ def run_index(
     progress: Optional[Callable[[int, int], None]] = None,
     reader: Optional[str] = None,
     force: bool = False,
+    worker_progress: Optional[Callable[[str, int], None]] = None,
 ) -> IndexSummary:
     """Bring the store and the index up to date with the source; return what was done.
 
     ``reader`` overrides source.reader; ``progress(done, total)`` counts chunks; ``force`` lets
-    --prune delete even when the read skipped input (otherwise that is refused).
+    --prune delete even when the read skipped input (otherwise that is refused). Under
+    ``executor: ray``, ``worker_progress(worker, chunks)`` says how many chunks each worker embedded.
     """
     summary = IndexSummary()
+    if pipe.config.executor == "ray":  # no cluster or no Ray fails now, before the source is read or a model loads
+        from ragcost.runtime.ray_executor import preflight
+
+        preflight(pipe.config.ray_options)
     docs = _read(pipe, source, reader, summary)
     store = pipe.store()
     if prune:
@@ -159,7 +166,11 @@ def run_index(
     _drop_what_another_model_made(pipe, store, chunker, summary)
     todo = _changed(store, docs, summary)
     t0 = perf_counter()
-    _embed_and_write(pipe, store, _chunk_batches(todo, chunker), summary, progress)
+    batches = _chunk_batches(todo, chunker)
+    if pipe.config.executor == "ray":
+        _embed_on_ray_and_write(pipe, store, batches, summary, progress, worker_progress)
+    else:
+        _embed_and_write(pipe, store, batches, summary, progress)
     summary.embed_seconds = perf_counter() - t0
     if prune:
         gone = sorted(set(store.doc_hashes()) - {d.id for d in docs})
@@ -225,8 +236,6 @@ def _changed(store, docs: list[SourceDocument], summary: IndexSummary) -> list[t
 def _embed_and_write(pipe: Pipeline, store, batches: list, summary: IndexSummary,
                      progress: Optional[Callable[[int, int], None]]) -> None:
     """Embed in pieces so progress moves inside a long document; write each batch whole, in one transaction."""
-    from ragcost.store.base import ChunkRecord, DocumentRecord
-
     emb = pipe.embedder
     total = sum(len(chunks) for part in batches for _, _, chunks in part)
     done = 0
@@ -239,18 +248,47 @@ def _embed_and_write(pipe: Pipeline, store, batches: list, summary: IndexSummary
             if progress and done < total and k + EMBED_CHUNKS < len(texts):
                 progress(done, total)  # the batch's last piece is reported once it is committed
         vecs = np.vstack(pieces) if pieces else np.zeros((0, emb.native_dim), np.float32)
-        records, j = [], 0
-        for d, h, chunks in part:
-            crs = []
-            for c in chunks:
-                crs.append(ChunkRecord(c.text, c.start, c.end, c.n_tokens, vecs[j]))
-                j += 1
-            records.append(DocumentRecord(d, h, crs))
-        store.write(records)
-        summary.embedded_documents += len(part)
-        summary.embedded_chunks += len(texts)
+        _write_part(store, part, vecs, summary)
         if progress:
             progress(done, total)
+
+
+def _write_part(store, part: list, vecs: np.ndarray, summary: IndexSummary) -> None:
+    """One write batch (documents, chunks, vectors) in one transaction: all of it or none of it."""
+    from ragcost.store.base import ChunkRecord, DocumentRecord
+
+    records, j = [], 0
+    for d, h, chunks in part:
+        crs = []
+        for c in chunks:
+            crs.append(ChunkRecord(c.text, c.start, c.end, c.n_tokens, vecs[j]))
+            j += 1
+        records.append(DocumentRecord(d, h, crs))
+    store.write(records)
+    summary.embedded_documents += len(part)
+    summary.embedded_chunks += j
+
+
+def _embed_on_ray_and_write(pipe: Pipeline, store, batches: list, summary: IndexSummary,
+                            progress: Optional[Callable[[int, int], None]],
+                            worker_progress: Optional[Callable[[str, int], None]]) -> None:
+    """The batches embedded by the Ray actors, written here by the driver in the same transactions and order."""
+    from ragcost.runtime.ray_executor import RayEmbedding
+
+    total = sum(len(chunks) for part in batches for _, _, chunks in part)
+    if not batches:
+        return
+    done, by_worker = 0, {}
+    with RayEmbedding(pipe.config, pipe.base, pipe.embedder, piece=EMBED_CHUNKS) as ray_run:
+        texts = [[c.text for _, _, chunks in part for c in chunks] for part in batches]
+        for got in ray_run.embed(texts):
+            _write_part(store, batches[got.index], got.vectors, summary)
+            done += len(got.vectors)
+            if got.worker is not None and worker_progress:
+                by_worker[got.worker] = by_worker.get(got.worker, 0) + got.embedded
+                worker_progress(got.worker, by_worker[got.worker])
+            if progress:
+                progress(done, total)
 
 
 def rebuild_index(pipe: Pipeline, summary: Optional[IndexSummary] = None) -> IndexSummary:
@@ -274,7 +312,7 @@ def rebuild_index(pipe: Pipeline, summary: Optional[IndexSummary] = None) -> Ind
     cls = index_registry.get(pipe.index_config.backend)
     index = cls(pipe.index_config, pipe.dim, pipe.config.embed.precision)
     t0 = perf_counter()
-    index.build(vectors, labels)
+    summary.index_shards = _build(pipe, index, vectors, labels)
     seconds = perf_counter() - t0
     m = write_artifact(pipe.config.index_path, index, labels, vectors, fingerprint, seconds)
     summary.index_built = True
@@ -283,3 +321,14 @@ def rebuild_index(pipe: Pipeline, summary: Optional[IndexSummary] = None) -> Ind
     summary.index_bytes = m.index_bytes
     summary.warnings.extend(m.warnings)
     return summary
+
+
+def _build(pipe: Pipeline, index, vectors: np.ndarray, labels: np.ndarray) -> int:
+    """Locally (returns 0), or under ``executor: ray`` an IVF kind in shards added by the workers and merged."""
+    if pipe.config.executor == "ray":
+        from ragcost.runtime.ray_shards import build_sharded, can_shard
+
+        if can_shard(index):
+            return build_sharded(index, vectors, labels, pipe.config.ray_options)["shards"]
+    index.build(vectors, labels)
+    return 0
