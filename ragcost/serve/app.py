@@ -127,12 +127,18 @@ def _usage(a: Answer) -> dict[str, Any]:
             "cost_usd": a.cost, "cost_by_stage": by_stage, "query_id": a.id, "useful": a.useful}
 
 
-def build_app(pipeline: str | Path, ledger_url: Optional[str] = None) -> Starlette:
+def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first: bool = False) -> Starlette:
+    """``warm_first``: warm up before accepting connections. uvicorn's ``--workers N`` share one
+    listening socket and a worker accepts only once its startup is done, so a cold worker then never
+    takes a request (it would answer 503 while a warm sibling says ready). One worker warms in the
+    background instead, so ``/healthz`` answers and ``/readyz`` says 503 meanwhile."""
     svc = Service(pipeline, ledger_url)
 
     @asynccontextmanager
     async def lifespan(app):
         warm = asyncio.create_task(svc.start())
+        if warm_first:
+            await warm
         try:
             yield
         finally:

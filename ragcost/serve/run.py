@@ -44,7 +44,7 @@ def app_factory():
     """The app for each of uvicorn's worker processes (``--workers N``): the pipeline comes by env var."""
     from ragcost.serve.app import build_app
 
-    return build_app(os.environ[_ENV], os.environ.get(_LEDGER_ENV) or None)
+    return build_app(os.environ[_ENV], os.environ.get(_LEDGER_ENV) or None, warm_first=True)
 
 
 def serve(pipeline: Path, host: str = "127.0.0.1", port: int = 8080, workers: int = 1,

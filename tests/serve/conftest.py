@@ -79,14 +79,14 @@ def free_port() -> int:
 class ServerThread:
     """A real uvicorn server on 127.0.0.1:free port, in a thread of the test process."""
 
-    def __init__(self, pipeline: Path) -> None:
+    def __init__(self, pipeline: Path, warm_first: bool = False) -> None:
         import threading
 
         import uvicorn
 
         from ragcost.serve.app import build_app
 
-        self.app = build_app(pipeline)
+        self.app = build_app(pipeline, warm_first=warm_first)
         self.port = free_port()
         self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning",
                                                     limit_concurrency=2000, backlog=2048))

@@ -117,3 +117,25 @@ class TestReportByTenant:
         assert main(["report", str(kb_served), "--json"]) == 0
         everything = json.loads(capsys.readouterr().out)["totals"]
         assert everything["queries"] == len(qrows) >= totals["acme"]["queries"] + totals["globex"]["queries"]
+
+
+def test_warm_first_accepts_no_connection_before_warm_up_is_done(tmp_path):
+    """What each of ``--workers N`` runs: a worker that takes a connection is warm, so a request
+    never lands on a cold worker and gets 503 while a warm sibling says ready."""
+    import time
+
+    srv = ServerThread(make_pipeline(tmp_path), warm_first=True)
+    srv.thread.start()
+    try:
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            try:
+                r = httpx.get(srv.url + "/readyz", timeout=2)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        else:
+            raise AssertionError("server never accepted a connection")
+        assert r.status_code == 200 and r.json() == {"ready": True}
+    finally:
+        srv.__exit__()
