@@ -48,6 +48,10 @@ def _is_union_tag(x: Any) -> bool:
     return x in _BASIC or "[" in x or x.startswith("function-") or (len(x) > 1 and x[0].isupper() and any(c.islower() for c in x))
 
 
+# The fix, where pydantic's message names only the problem.
+_FIXES = {"finite_number": "; write a plain number (not .inf, .nan or one beyond 1.8e308)"}
+
+
 def _pick(errors: list[dict]) -> list[dict]:
     """Of a union's branch errors, keep those of the branch the input was meant for (a mapping -> the model)."""
     def tagged_basic(e: dict) -> bool:
@@ -74,6 +78,7 @@ def format_validation_error(err: ValidationError, source: str, data: Any, prefix
         inp = e.get("input")
         if inp is not None and not isinstance(inp, (dict, list)):
             msg = f"{msg} (got {_short_repr(inp)})"
+        msg += _FIXES.get(e["type"], "")
     more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{where}: {field}: {msg}{more}"
 
@@ -135,6 +140,7 @@ def one_line(err: ValidationError, prefix: Sequence[Any] = (), known: Sequence[s
         inp = e.get("input")
         if inp is not None and not isinstance(inp, (dict, list)):
             msg = f"{msg} (got {_short_repr(inp)})"
+        msg += _FIXES.get(e["type"], "")
     return f"{field}: {msg}"
 
 

@@ -82,7 +82,7 @@ class TestBadBooksAreRejectedWithFileLine:
     def test_non_finite_price_is_refused_at_its_line(self, tmp_path, price):
         p = _write(tmp_path, BOOK_YAML.replace("usd_per_hour: 7.2", f"usd_per_hour: {price}"))
         line = _line(BOOK_YAML, "usd_per_hour: 7.2")
-        with pytest.raises(ConfigError, match=rf"^{p}:{line}:5: resources\.gpu\.usd_per_hour: .*finite number"):
+        with pytest.raises(ConfigError, match=rf"^{p}:{line}:5: resources\.gpu\.usd_per_hour: .*finite number .*; write a plain number"):
             load_price_book(p)
 
 

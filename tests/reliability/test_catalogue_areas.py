@@ -124,7 +124,7 @@ AREAS: list[Probe] = [
     Probe("metadata_nan_is_skipped_with_its_line", ("index", "{kb}"), 0, r"^embedded 1/1 chunks", out=r"kb\.jsonl:2", setup=_nan_metadata_source),
     Probe("store_url_unknown_scheme", V, 1, r"store 'mongodb://x/y'", setup=_pipe(store="mongodb://x/y")),
     # --- prices -------------------------------------------------------------------------------------
-    Probe("price_infinite_is_refused_at_its_line", V, 1, r"prices\.yaml:\d+:\d+: .*usd_per_hour", setup=_prices("  probe: " + TIME % ".inf" + "\n")),
+    Probe("price_infinite_is_refused_at_its_line", V, 1, r"prices\.yaml:\d+:\d+: .*usd_per_hour: .*finite.*; write a plain number", setup=_prices("  probe: " + TIME % ".inf" + "\n")),
     Probe("price_1e400_is_refused_at_its_line", V, 1, r"prices\.yaml:\d+:\d+: .*usd_per_hour", setup=_prices("  probe: " + TIME % "1e400" + "\n")),
     Probe("price_nan_is_refused_at_its_line", V, 1, r"prices\.yaml:\d+:\d+: .*usd_per_hour", setup=_prices("  probe: " + TIME % ".nan" + "\n")),
     Probe("price_negative_is_refused_at_its_line", V, 1, r"prices\.yaml:\d+:\d+: .*usd_per_hour", setup=_prices("  probe: " + TIME % "-1" + "\n")),
