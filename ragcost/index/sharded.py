@@ -24,7 +24,6 @@ from ragcost.config.index import IndexConfig
 from ragcost.errors import ConfigError, FingerprintError
 from ragcost.index.base import NO_ROWS, FilteredResult, VectorIndex, field_error, index_registry
 
-SHARDABLE_KINDS = ("hnsw",)
 _META = "shards.json"
 
 
@@ -33,12 +32,19 @@ def shard_count(config: IndexConfig) -> int:
     return config.shards or 1
 
 
+def can_shard(config: IndexConfig) -> bool:
+    """Whether the backend declares ``config.kind`` shardable (hnswlib and faiss: hnsw)."""
+    return config.kind in index_registry.get(config.backend).shardable
+
+
 def check_shards(config: IndexConfig) -> None:
     """A ConfigError (``.field`` = ("shards",)) when ``shards`` > 1 asks for a kind that is not sharded."""
-    if shard_count(config) > 1 and config.kind not in SHARDABLE_KINDS:
-        raise field_error(f"shards: {config.shards}: kind {config.kind} is built as one index (under executor: ray "
-                          f"IVF kinds are built in shards and merged into one); shards applies to kind "
-                          f"{' or '.join(SHARDABLE_KINDS)}; remove shards or use kind: hnsw", ("shards",))
+    if shard_count(config) > 1 and not can_shard(config):
+        kinds = index_registry.get(config.backend).shardable
+        fix = f"use kind: {kinds[0]}" if kinds else "use backend: hnswlib or faiss with kind: hnsw"
+        raise field_error(f"shards: {config.shards}: backend {config.backend} kind {config.kind} is built as one "
+                          f"index (under executor: ray IVF kinds are built in shards and merged into one); "
+                          f"remove shards or {fix}", ("shards",))
 
 
 def check_shards_fit(shards: int, vectors: int, prefix: str = "", why: str = "") -> None:
@@ -72,7 +78,7 @@ def new_index(config: IndexConfig, dim: int, precision: str = "float32", shards:
 @lru_cache(maxsize=None)
 def sharded_class(inner: type[VectorIndex]) -> type["ShardedIndex"]:
     """The sharded counterpart of backend class ``inner``: same backend name, devices and shardable kinds."""
-    kinds = {k: spec for k, spec in inner.kinds.items() if k in SHARDABLE_KINDS}
+    kinds = {k: spec for k, spec in inner.kinds.items() if k in inner.shardable}
     return type(f"Sharded{inner.__name__}", (ShardedIndex,),
                 {"inner": inner, "backend": inner.backend, "kinds": kinds, "devices": inner.devices,
                  "__module__": __name__, "__doc__": f"{inner.__name__} graphs over label ranges, searched and merged."})

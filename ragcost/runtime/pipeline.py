@@ -135,12 +135,12 @@ class Pipeline:
     def index_shards(self) -> int:
         """The graphs the index is built in: ``index.shards``, else ``ray.workers`` for an hnsw kind
         under ``executor: ray``, else 1."""
-        from ragcost.index.sharded import SHARDABLE_KINDS
+        from ragcost.index.sharded import can_shard
 
         cfg = self.index_config
         if cfg.shards is not None:
             return cfg.shards
-        if self.config.executor == "ray" and cfg.kind in SHARDABLE_KINDS and cfg.device == "cpu":
+        if self.config.executor == "ray" and cfg.device == "cpu" and can_shard(cfg):
             return self.config.ray_options.workers
         return 1
 

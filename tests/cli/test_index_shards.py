@@ -48,7 +48,7 @@ def test_a_sharded_index_is_built_queried_filtered_and_rebuilt_when_the_count_ch
 
 @pytest.mark.parametrize("index, match", [
     ({**HNSW, "shards": 0}, r"index.shards: a shard count is 1 \(one graph\) or more; set shards: 1 or more, or remove it \(got 0\)"),
-    ({"backend": "faiss", "kind": "flat", "shards": 2}, r"shards: 2: kind flat is built as one index.*use kind: hnsw"),
+    ({"backend": "faiss", "kind": "flat", "shards": 2}, r"shards: 2: backend faiss kind flat is built as one index.*remove shards or use kind: hnsw"),
 ])
 def test_bad_shards_are_one_line_naming_file_and_field(corpus, capsys, index, match):
     p = write_pipeline(corpus, index=index)
@@ -63,3 +63,20 @@ def test_more_shards_than_vectors_is_one_line_with_the_fix(corpus, capsys):
     errors = [line for line in err.splitlines() if line.startswith("error:")]  # the rest is embedding progress
     assert code == 1 and len(errors) == 1 and "Traceback" not in err
     assert f"index shards: 50 is more than the {len(DOCS)} vectors to index" in err and f"at most {len(DOCS)}" in err
+
+
+@pytest.mark.parametrize("executor, index, shards", [
+    ({}, HNSW, 1),  # local: one graph unless asked
+    ({"executor": "ray", "ray": {"workers": 3}}, HNSW, 3),  # ray: one graph per worker
+    ({"executor": "ray", "ray": {"workers": 3}}, {**HNSW, "shards": 1}, 1),  # ... unless index shards says
+    ({"executor": "ray", "ray": {"workers": 3}}, {"backend": "faiss", "kind": "ivf_flat"}, 1),  # IVF merges into one
+])
+def test_the_shard_count_a_pipeline_builds_and_fingerprints(corpus, executor, index, shards):
+    from ragcost.runtime.pipeline import Pipeline
+
+    pipe = Pipeline.load(write_pipeline(corpus, index=index, **executor))
+    try:
+        assert pipe.index_shards() == shards
+        assert pipe.index_fingerprint("r").get("shards") == (shards if shards > 1 else None)
+    finally:
+        pipe.close()

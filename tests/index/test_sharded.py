@@ -18,7 +18,7 @@ from ragcost.index import (
     open_artifact,
     write_artifact,
 )
-from ragcost.index.sharded import check_shards_fit, merge_top_k
+from ragcost.index.sharded import can_shard, check_shards, check_shards_fit, merge_top_k
 from tests.conftest import clustered_vectors
 from tests.contracts.index import DIM, K, LABELS, N, IndexContract, dataset, recall
 from tests.index.test_contract import HNSW_EFFORT
@@ -212,9 +212,16 @@ def test_loading_another_backends_shards_is_refused(tmp_path):
 
 
 def test_shards_on_a_kind_that_is_not_sharded_names_the_field_and_fix():
-    with pytest.raises(ConfigError, match="shards: 2: kind ivf_flat is built as one index.*use kind: hnsw") as err:
+    with pytest.raises(ConfigError, match="shards: 2: backend faiss kind ivf_flat is built as one index.*use kind: hnsw") as err:
         check_config(_cfg("faiss", "ivf_flat", shards=2))
     assert err.value.field == ("shards",) and "\n" not in str(err.value)
+
+
+def test_only_kinds_a_backend_declares_shardable_are_sharded():
+    assert can_shard(_cfg()) and can_shard(_cfg("faiss")) and not can_shard(_cfg("faiss", "ivf_flat"))
+    assert not can_shard(_cfg("pgvector"))  # pgvector's hnsw lives in the store's database: one index there
+    with pytest.raises(ConfigError, match="backend pgvector kind hnsw is built as one index.*use backend: hnswlib or faiss"):
+        check_shards(_cfg("pgvector", shards=2))
 
 
 def test_shards_zero_is_refused_by_the_model():
