@@ -81,7 +81,8 @@ def index(
     if summary.index_built:
         typer.echo(
             f"index built: {pipe.index_config.backend}/{pipe.index_config.kind}"
-            f"{f' in {summary.index_shards} shards on ray' if summary.index_shards else ''}, {summary.vector_count} vectors, "
+            f"{f' in {summary.index_shards} shards' if summary.index_shards else ''}"
+            f"{' on ray' if summary.shards_on_ray else ''}, {summary.vector_count} vectors, "
             f"{summary.index_bytes / 1e6:.1f} MB in memory, {summary.index_seconds:.2f}s -> {pipe.config.index_path}"
         )
     else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional
 
-from pydantic import Field, PrivateAttr
+from pydantic import Field, PrivateAttr, field_validator
 
 from ragcost.config.base import Strict
 
@@ -23,6 +23,16 @@ class IndexConfig(Strict):
     search: dict[str, Any] = Field(default_factory=dict, description="search parameters for this kind")
     device: Literal["cpu", "gpu"] = Field("cpu", description="gpu uses faiss-gpu when installed")
     threads: int = Field(0, ge=0, description="threads for build and batch search; 0 = all cores")
+    shards: Optional[int] = Field(None, description="hnsw kinds: build this many graphs over contiguous label "
+                                  "ranges, search them all and merge the top k; null = ray.workers under executor: "
+                                  "ray, else 1 (one graph)")
+
+    @field_validator("shards")
+    @classmethod
+    def _at_least_one_shard(cls, value: Optional[int]) -> Optional[int]:
+        if value is not None and value < 1:
+            raise ValueError("a shard count is 1 (one graph) or more; set shards: 1 or more, or remove it")
+        return value
 
     # Where the pipeline's store keeps its chunks: (SQLAlchemy URL, chunk table). Not YAML and not
     # part of the fingerprint: the pipeline loader sets it, and only a backend that keeps its vectors

@@ -123,7 +123,7 @@ class Candidate:
     @property
     def build_key(self) -> tuple:
         c = self.index_config
-        return (self.index_file, c.backend, c.kind, repr(sorted(c.build.items())), self.dim, self.precision)
+        return (self.index_file, c.backend, c.kind, repr(sorted(c.build.items())), c.shards or 1, self.dim, self.precision)
 
 
 @dataclass

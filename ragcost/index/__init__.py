@@ -13,6 +13,7 @@ from ragcost.index.artifact import (
 from ragcost.index.base import FilteredResult, KindSpec, VectorIndex, index_registry
 from ragcost.index.check import backend_class, build_params, check_config, load_index_file, search_params
 from ragcost.index.exact import exact_search, rows_for_labels
+from ragcost.index.sharded import ShardedIndex, index_class, new_index
 from ragcost.index.manifest import Manifest, check_fingerprint, fingerprint_changes
 from ragcost.index.verify import verify_artifact
 
@@ -21,15 +22,18 @@ __all__ = [
     "KindSpec",
     "LoadedIndex",
     "Manifest",
+    "ShardedIndex",
     "VectorIndex",
     "backend_class",
     "build_index",
     "build_params",
     "check_config",
     "load_index_file",
+    "new_index",
     "check_fingerprint",
     "exact_search",
     "fingerprint_changes",
+    "index_class",
     "index_registry",
     "open_artifact",
     "read_manifest",

@@ -20,7 +20,7 @@ import numpy as np
 from ragcost.atomic import temp_target, write_files
 from ragcost.config.index import IndexConfig
 from ragcost.errors import FingerprintError
-from ragcost.index.base import VectorIndex, index_registry
+from ragcost.index.base import VectorIndex
 from ragcost.index.manifest import (
     FORMAT,
     MANIFEST,
@@ -30,6 +30,7 @@ from ragcost.index.manifest import (
     jsonable,
     load_manifest,
 )
+from ragcost.index.sharded import ShardedIndex, new_index, sorted_by_label
 from ragcost.index.verify import file_record, remember_verified, stamp, verify_files
 
 # The names a build writes (the index file's suffix is its backend's); nothing else is ever deleted.
@@ -49,9 +50,10 @@ class LoadedIndex:
 def build_index(
     config: IndexConfig, vectors: np.ndarray, labels: np.ndarray, precision: str = "float32"
 ) -> VectorIndex:
-    """Build the registered backend's index over vectors and labels (sorted by label first)."""
-    vectors, labels = _sorted_by_label(vectors, labels)
-    index = index_registry.get(config.backend)(config, dim=vectors.shape[1], precision=precision)
+    """Build the registered backend's index (in ``config.shards`` shards when > 1) over vectors and labels
+    (sorted by label first)."""
+    vectors, labels = sorted_by_label(vectors, labels)
+    index = new_index(config, dim=vectors.shape[1], precision=precision)
     index.build(vectors, labels)
     return index
 
@@ -63,12 +65,6 @@ def timed_build(
     start = time.perf_counter()
     index = build_index(config, vectors, labels, precision)
     return index, time.perf_counter() - start
-
-
-def _sorted_by_label(vectors: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    labels = np.asarray(labels, dtype=np.int64)
-    order = np.argsort(labels, kind="stable")
-    return np.ascontiguousarray(np.asarray(vectors, dtype=np.float32)[order]), labels[order]
 
 
 def _npy_writer(array: np.ndarray):
@@ -88,7 +84,7 @@ def write_artifact(
 ) -> Manifest:
     """Write a built index with its vectors and labels; the manifest rename commits it, then old builds go."""
     directory = Path(directory)
-    vectors, labels = _sorted_by_label(vectors, labels)
+    vectors, labels = sorted_by_label(vectors, labels)
     build_id = uuid.uuid4().hex[:16]  # unique names: a new build never overwrites a live one's files
     names = {"index": f"index-{build_id}.{type(index).suffix}", "vectors": f"vectors-{build_id}.npy",
              "labels": f"labels-{build_id}.npy"}
@@ -105,6 +101,7 @@ def write_artifact(
         precision=index.precision,
         backend=index.backend,
         kind=index.config.kind,
+        shards=len(index.shards) if isinstance(index, ShardedIndex) else 1,
         index_bytes=index_bytes,
         bytes_per_vector=round(index_bytes / n, 3) if n else 0.0,
         file_bytes=sum(r.bytes for r in files.values()),
@@ -168,7 +165,7 @@ def open_artifact(
         changes = "; ".join(fingerprint_changes(built, wanted))
         raise FingerprintError(f"index at {directory} differs from its config ({changes}); {rebuild_hint}")
     verify_files(directory, manifest, rebuild_hint)
-    index = index_registry.get(config.backend)(config, dim=manifest.dim, precision=manifest.precision)
+    index = new_index(config, dim=manifest.dim, precision=manifest.precision, shards=manifest.shards)
     index.load(directory / manifest.index_file)
     index.warnings = list(manifest.warnings)
     labels = np.load(directory / manifest.labels_file)

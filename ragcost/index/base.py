@@ -6,7 +6,8 @@ results (fewer than k found) are label -1 with score -inf.
 
 A backend class declares what the config may ask of it: its ``kinds`` (each with its build and
 search parameter models and the precisions it stores), the ``devices`` it runs on, the
-``suffix`` of its saved file, and how it widens a filtered search (``filtered_search_params``).
+``suffix`` of its saved file, how it widens a filtered search (``filtered_search_params``) and
+which of its kinds may be held in shards (``shardable``).
 The config layer knows none of this; ``ragcost.index.check_config`` checks a config against it.
 """
 
@@ -66,6 +67,7 @@ class VectorIndex(ABC):
     devices: ClassVar[tuple[str, ...]] = ("cpu",)
     suffix: ClassVar[str] = "index"  # the saved file is index-<build id>.<suffix>
     store_schemes: ClassVar[tuple[str, ...]] = ()  # a backend living in the store's database names its kinds
+    shardable: ClassVar[tuple[str, ...]] = ()  # kinds ``ragcost.index.sharded`` may hold as N graphs searched together
 
     def __init__(self, config: IndexConfig, dim: int, precision: str = "float32") -> None:
         self.config = self.checked(config, precision)

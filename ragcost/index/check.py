@@ -8,6 +8,7 @@ from typing import Any, Optional
 from ragcost.config.index import IndexConfig
 from ragcost.errors import ConfigError, UnknownNameError
 from ragcost.index.base import KindSpec, VectorIndex, index_registry, typed_search
+from ragcost.index.sharded import check_shards
 
 
 def backend_class(config: IndexConfig) -> type[VectorIndex]:
@@ -22,8 +23,10 @@ def backend_class(config: IndexConfig) -> type[VectorIndex]:
 def check_config(config: IndexConfig, precision: Optional[str] = None) -> IndexConfig:
     """``config`` checked against its backend: kind, build/search params (normalised with their
     defaults, in place), device and, when given, precision. A ConfigError carries ``.field``, the
-    key path inside the index config, so a loader can say file:line:col."""
-    return backend_class(config).checked(config, precision)
+    key path inside the index config, so a loader can say file:line:col. ``shards`` > 1 needs an hnsw kind."""
+    config = backend_class(config).checked(config, precision)
+    check_shards(config)
+    return config
 
 
 def _spec(config: IndexConfig) -> KindSpec:

@@ -63,6 +63,7 @@ class FaissIndex(VectorIndex):
     }
     devices = ("cpu", "gpu")
     suffix = "faiss"
+    shardable = ("hnsw",)  # IVF kinds are sharded by merging their lists into one (ray_shards)
 
     def __init__(self, config: IndexConfig, dim: int, precision: str = "float32") -> None:
         super().__init__(config, dim, precision)

@@ -32,6 +32,7 @@ class HnswlibIndex(VectorIndex):
     kinds = {"hnsw": KindSpec(HNSWBuild, HNSWSearch, ("float32",),
                               "hnswlib stores float32 only; use backend: faiss for float16/int8/binary")}
     suffix = "hnsw"
+    shardable = ("hnsw",)
 
     def __init__(self, config: IndexConfig, dim: int, precision: str = "float32") -> None:
         super().__init__(config, dim, precision)

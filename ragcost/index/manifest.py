@@ -34,6 +34,7 @@ class Manifest(BaseModel):
     precision: str
     backend: str
     kind: str
+    shards: int = Field(1, ge=1, description="graphs the index is held in, searched together and merged (1: one)")
     index_bytes: int = Field(description="bytes the index holds in memory")
     bytes_per_vector: float = Field(description="index_bytes / vector_count")
     file_bytes: int = Field(description="bytes on disk of this build's index, vectors and labels files")

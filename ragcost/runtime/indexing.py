@@ -42,7 +42,8 @@ class IndexSummary:
     vector_count: int = 0
     index_bytes: int = 0
     embed_seconds: float = 0.0
-    index_shards: int = 0  # > 0: built in that many shards on the Ray cluster
+    index_shards: int = 0  # > 0: built in that many shards
+    shards_on_ray: bool = False  # ... by tasks on the Ray cluster
     warnings: list[str] = field(default_factory=list)
     report: IngestReport = field(default_factory=IngestReport)
 
@@ -295,7 +296,7 @@ def rebuild_index(pipe: Pipeline, summary: Optional[IndexSummary] = None) -> Ind
     """(Re)build the index from the stored vectors unless the current one was made from the same inputs."""
     from ragcost.embed.reduce import truncate
     from ragcost.index.artifact import read_manifest, write_artifact
-    from ragcost.index.base import index_registry
+    from ragcost.index.sharded import check_shards_fit, new_index
 
     summary = summary or IndexSummary()
     store = pipe.store()
@@ -309,10 +310,12 @@ def rebuild_index(pipe: Pipeline, summary: Optional[IndexSummary] = None) -> Ind
     if len(labels) == 0:
         raise IngestError(f"{pipe.path}: the store has no chunks to index; check the source (every document was empty or skipped)")
     vectors = truncate(vectors, pipe.dim)
-    cls = index_registry.get(pipe.index_config.backend)
-    index = cls(pipe.index_config, pipe.dim, pipe.config.embed.precision)
+    shards = pipe.index_shards()
+    auto = "" if pipe.index_config.shards else " (from ray.workers: executor: ray builds hnsw in that many shards)"
+    check_shards_fit(shards, len(labels), f"{pipe.path}: ", auto)
+    index = new_index(pipe.index_config, pipe.dim, pipe.config.embed.precision, shards=shards)
     t0 = perf_counter()
-    summary.index_shards = _build(pipe, index, vectors, labels)
+    summary.index_shards, summary.shards_on_ray = _build(pipe, index, vectors, labels)
     seconds = perf_counter() - t0
     m = write_artifact(pipe.config.index_path, index, labels, vectors, fingerprint, seconds)
     summary.index_built = True
@@ -323,12 +326,18 @@ def rebuild_index(pipe: Pipeline, summary: Optional[IndexSummary] = None) -> Ind
     return summary
 
 
-def _build(pipe: Pipeline, index, vectors: np.ndarray, labels: np.ndarray) -> int:
-    """Locally (returns 0), or under ``executor: ray`` an IVF kind in shards added by the workers and merged."""
-    if pipe.config.executor == "ray":
-        from ragcost.runtime.ray_shards import build_sharded, can_shard
+def _build(pipe: Pipeline, index, vectors: np.ndarray, labels: np.ndarray) -> tuple[int, bool]:
+    """(shards, on Ray): under ``executor: ray`` an IVF kind's shards are added by the workers and merged,
+    a sharded HNSW's graphs built by the workers; else here (a sharded HNSW one graph after another)."""
+    from ragcost.index.sharded import ShardedIndex
 
+    sharded = isinstance(index, ShardedIndex)
+    if pipe.config.executor == "ray":
+        from ragcost.runtime.ray_shards import build_graph_shards, build_sharded, can_shard
+
+        if sharded:
+            return build_graph_shards(index, vectors, labels, pipe.config.ray_options)["shards"], True
         if can_shard(index):
-            return build_sharded(index, vectors, labels, pipe.config.ray_options)["shards"]
+            return build_sharded(index, vectors, labels, pipe.config.ray_options)["shards"], True
     index.build(vectors, labels)
-    return 0
+    return (len(index.shards) if sharded else 0), False

@@ -129,7 +129,20 @@ class Pipeline:
             "build": self.index_config.build,
             "chunking": self._chunking_made_by(),
             "corpus_revision": corpus_revision,
+            **({"shards": shards} if (shards := self.index_shards()) > 1 else {}),  # 1: as before shards existed
         }
+
+    def index_shards(self) -> int:
+        """The graphs the index is built in: ``index.shards``, else ``ray.workers`` for an hnsw kind
+        under ``executor: ray``, else 1."""
+        from ragcost.index.sharded import can_shard
+
+        cfg = self.index_config
+        if cfg.shards is not None:
+            return cfg.shards
+        if self.config.executor == "ray" and cfg.device == "cpu" and can_shard(cfg):
+            return self.config.ray_options.workers
+        return 1
 
     def _chunking_made_by(self) -> dict:
         """Size and overlap; the tail rule only when there is one (artifacts built before it stay valid)."""

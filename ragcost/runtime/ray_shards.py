@@ -1,11 +1,16 @@
-"""``executor: ray`` builds faiss IVF-Flat and IVF-PQ indexes in shards, merged with faiss's own merge.
+"""``executor: ray`` builds faiss IVF-Flat and IVF-PQ indexes in shards, merged with faiss's own merge,
+and HNSW graphs in shards, kept as shards (``ragcost.index.sharded``).
 
 The driver trains the empty index once on a seeded sample (k-means and PQ codebooks: what faiss
 itself would subsample to), ships the trained index to ``workers`` Ray tasks, each adds one shard
 of the stored vectors under their labels, and the driver merges the shards' inverted lists into
 the trained index with ``merge_from`` (labels kept). The result is the same structure a local
 build makes, loaded through the backend's own ``load``, and written as the same artifact.
-Other kinds (flat, HNSW), binary precision and GPU builds stay local.
+
+An HNSW kind has no merge: each of the ``shards`` Ray tasks builds the backend's own graph over one
+contiguous label range of the stored vectors and returns its saved file's bytes; the driver keeps
+the graphs as one ``ShardedIndex`` whose searches walk them all and merge the top k.
+Flat, binary IVF and GPU builds stay local.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ragcost.config.index import IndexConfig
 from ragcost.config.pipeline import RayOptions
 
 SHARDED_KINDS = ("ivf_flat", "ivf_pq")
@@ -82,3 +88,34 @@ def build_sharded(index: Any, vectors: np.ndarray, labels: np.ndarray, opts: Ray
         faiss.write_index(merged, str(path))
         index.load(path)
     return {"shards": len(parts), "trained_on": int(len(sample)), "vectors": int(merged.ntotal)}
+
+
+def build_graph(config: IndexConfig, dim: int, precision: str, vectors: np.ndarray, labels: np.ndarray) -> bytes:
+    """Run on a worker: one shard's graph, as the bytes of its backend's saved file."""
+    from ragcost.index.sharded import shard_bytes
+
+    return shard_bytes(config, dim, precision, vectors, labels)
+
+
+def build_graph_shards(index: Any, vectors: np.ndarray, labels: np.ndarray, opts: RayOptions) -> dict[str, Any]:
+    """Build ``index`` (a ShardedIndex) with one Ray task per shard; returns what the build did."""
+    from ragcost.index.sharded import check_shards_fit, label_ranges, shard_bounds, shard_from_bytes, sorted_by_label
+    from ragcost.runtime.ray_executor import connect
+
+    vectors, labels = sorted_by_label(vectors, labels)
+    n = index.shard_count
+    check_shards_fit(n, len(labels))
+    # A task builds with the CPUs it reserved, not every core of its node (threads: 0 means all).
+    config = index.config if index.config.threads else index.config.model_copy(
+        update={"threads": max(1, int(opts.cpus_per_worker))})
+    ray, owns = connect(opts)
+    try:
+        task = ray.remote(num_cpus=opts.cpus_per_worker)(build_graph)
+        parts = [task.remote(config, index.dim, index.precision, vectors[a:b], labels[a:b])
+                 for a, b in shard_bounds(len(labels), n)]
+        blobs = ray.get(parts)
+    finally:
+        if owns:
+            ray.shutdown()
+    index.adopt([shard_from_bytes(index, b) for b in blobs], label_ranges(labels, n))
+    return {"shards": n, "vectors": len(index), "shard_vectors": [len(s) for s in index.shards]}

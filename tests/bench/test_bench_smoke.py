@@ -98,3 +98,16 @@ def test_plan_ram_prints_model_beside_measurement_per_kind(capsys, monkeypatch, 
         assert row["measured_bytes"] > 0 and row["model_bytes"] > 0 and isinstance(row["pass_within_5pct"], bool)
     # pgvector's page model is exact at any size (the others carry fixed costs a tiny build magnifies)
     assert out["kinds"]["pgvector-hnsw"]["pass_within_5pct"]
+
+
+@pytest.mark.slow
+def test_sharded_hnsw_reports_one_graph_beside_the_shards_with_a_recall_pass_field(capsys):
+    from bench import sharded_hnsw
+
+    sharded_hnsw.main(["--n", "3000", "--dim", "48", "--queries", "50", "--shards", "3", "--local"])
+    out = printed(capsys)
+    assert out["benchmark"] == "sharded_hnsw" and out["sharded"]["shard_vectors"] == [1000, 1000, 1000]
+    for side in ("one_graph", "sharded"):
+        assert {"build_s", "recall_at_10", "batch_qps", "p50_us", "index_bytes"} <= set(out[side])
+    assert out["sharded"]["largest_shard_bytes"] < out["sharded"]["index_bytes"]
+    assert set(out["pass"]) == {"recall_sharded_ge_one_graph_minus_0.02"}

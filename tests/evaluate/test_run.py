@@ -188,3 +188,22 @@ class TestWrite:
             assert json.loads(pipe.read_text()) == cfg
         finally:
             pipe.write_text(before)
+
+
+def test_an_index_file_asking_for_shards_is_built_and_measured_sharded(tmp_path, monkeypatch):
+    from ragcost.index.sharded import ShardedIndex
+
+    built = []
+    real_build = ShardedIndex.build
+    monkeypatch.setattr(ShardedIndex, "build", lambda self, v, lb: (built.append(self.shard_count), real_build(self, v, lb)))
+    write_beir(tmp_path / "data" / "synth")
+    sharded = tmp_path / "hnsw-m16-2shards.yaml"
+    sharded.write_text((REPO / "indexes" / "hnsw-m16.yaml").read_text() + "shards: 2\n")
+    spec = write_spec(tmp_path, grid=f"grid:\n  - index: {REPO}/indexes/hnsw-m16.yaml\n  - index: {sharded}\n",
+                      dims=[64], precisions=["float32"], k=[10])
+    ok = run_eval(load_spec(spec), tmp_path / "cache").ok()
+    assert len(ok) == 2 and built == [2]
+    one, two = sorted(ok, key=lambda r: r.index_file.endswith("2shards.yaml"))
+    assert two.index_file.endswith("2shards.yaml")
+    assert two.metrics["ann_recall@10"] >= one.metrics["ann_recall@10"] - 0.02
+    assert two.index_bytes == pytest.approx(one.index_bytes, rel=1e-3)  # the shards' sum: the same graph bytes

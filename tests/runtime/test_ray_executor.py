@@ -419,6 +419,58 @@ def test_index_with_ray_builds_an_ivf_index_in_shards_that_queries_answer_from(r
     assert hits[0]["doc_id"] == "d17"  # nprobe = nlist: exact over the merged lists
 
 
+@pytest.mark.slow
+def test_hnsw_graphs_built_on_ray_hold_every_label_once_and_search_like_a_local_build(ray_cluster):
+    from ragcost.config.index import IndexConfig
+    from ragcost.config.pipeline import RayOptions
+    from ragcost.index import build_index, exact_search, new_index
+    from ragcost.runtime.ray_shards import build_graph_shards
+    from tests.conftest import clustered_vectors
+
+    x, _ = clustered_vectors(6_000, 64, seed=4)
+    labels = np.arange(5, 5 + len(x), dtype=np.int64)[::-1] * 3  # the store's labels, unsorted
+    q = x[:200] + 0.05
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    cfg = IndexConfig(backend="hnswlib", kind="hnsw", build={"M": 8, "ef_construction": 64}, search={"ef": 32})
+    on_ray = new_index(cfg, 64, shards=3)
+    did = build_graph_shards(on_ray, x, labels, RayOptions(address=ray_cluster.address, workers=2))
+    assert did == {"shards": 3, "vectors": len(x), "shard_vectors": [2000, 2000, 2000]}
+    held = np.concatenate([np.asarray(s._index.get_ids_list(), np.int64) for s in on_ray.shards])
+    assert len(held) == len(x) and np.array_equal(np.sort(held), np.sort(labels))  # every label exactly once
+    local = build_index(cfg.model_copy(update={"shards": 3}), x, labels)  # the same shards, built here
+    np.testing.assert_array_equal(on_ray.search(q, 10)[1], local.search(q, 10)[1])
+    _, truth = exact_search(x, labels, q, 10)
+    got = on_ray.search(q, 10)[1]
+    assert np.mean([len(set(g) & set(t)) / 10 for g, t in zip(got.tolist(), truth.tolist())]) > 0.9
+
+
+@pytest.mark.slow
+def test_index_with_ray_builds_hnsw_in_shards_that_a_query_reopens_and_answers_from(ray_cluster, tmp_path):
+    import json
+
+    docs = _one_chunk_docs(300)
+    write_corpus(tmp_path / "kb.jsonl", docs)
+    p = write_pipeline(tmp_path, executor="ray", ray={"address": ray_cluster.address, "workers": 2})  # hnswlib hnsw
+    r = subprocess.run(_cli("index", p), env=_env(), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "index built: hnswlib/hnsw in 2 shards on ray, 300 vectors" in r.stdout
+    pipe = Pipeline.load(p)
+    try:
+        art = pipe.artifact()  # reopened from disk, as after a restart
+        assert art.manifest.shards == 2 and art.manifest.fingerprint["shards"] == 2
+        held = [np.asarray(s._index.get_ids_list(), np.int64) for s in art.index.shards]
+        assert [len(h) for h in held] == [150, 150]
+        assert np.array_equal(np.sort(np.concatenate(held)), art.labels)  # every stored label exactly once
+        assert art.manifest.index_bytes == sum(s.nbytes() for s in art.index.shards)
+    finally:
+        pipe.close()
+    r = subprocess.run(_cli("query", p, "Document number 17 talks about topic 3", "-k", "3", "--json"), env=_env(),
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    hits = json.loads(r.stdout)["queries"][0]["hits"]
+    assert len(hits) == 3 and hits[0]["doc_id"] == "d17"
+
+
 def test_without_ray_installed_the_error_says_how_to_install_it(tmp_path, capsys, monkeypatch):
     import builtins
 
