@@ -44,11 +44,23 @@ def embed_label(e: EmbedConfig) -> str:
     return e.type if e.model == EmbedConfig().model else f"{e.type}:{e.model}"
 
 
+def embed_entry(base: EmbedConfig, entry: EmbedConfig) -> EmbedConfig:
+    """A grid entry over the pipeline's embed: the keys the entry sets win, the rest are the pipeline's,
+    except its runtime options (``onnx:``, ``static:``), which carry over only to an entry of its type.
+    Validated as a whole, so nested options are models, never the raw dicts ``model_copy`` would leave."""
+    merged, own = _set(base), _set(entry)
+    if own.get("type", base.type) != base.type:
+        merged.pop("onnx", None)
+        merged.pop("static", None)
+    merged.update(own)
+    return EmbedConfig.model_validate(merged)
+
+
 def variants(spec: Any, pipe: Any) -> list[Variant]:
     """Every (embedder, chunking) of the spec, each with its pipeline; the embed dim and precision
     stay the grid's (vectors are cached at the model's native dim, float32)."""
     base_embed, base_chunk = pipe.config.embed, pipe.config.chunking
-    embeds = [base_embed.model_copy(update=_set(e)) for e in spec.embedders] if spec.embedders else [base_embed]
+    embeds = [embed_entry(base_embed, e) for e in spec.embedders] if spec.embedders else [base_embed]
     chunks = list(spec.chunking) if spec.chunking else [base_chunk]
     many_e, many_c = len(embeds) > 1, len(chunks) > 1
     out = []

@@ -80,3 +80,25 @@ class TestBadGrid:
         spec = write_spec(tmp_path, FLAT, embedders=[{"type": "test-hashing", "colour": "red"}])
         with pytest.raises(ConfigError, match=r"spec\.yaml:\d+.*embedders\.0\.colour"):
             load_spec(spec)
+
+
+class TestEmbedEntries:
+    """An `embedders:` entry over the pipeline's embed (regression: nested options stayed raw dicts,
+    so `{type: onnx, onnx: {quantize: int8}}` failed with "'dict' object has no attribute 'quantize'")."""
+
+    def test_nested_runtime_options_become_their_model(self):
+        from ragcost.config.pipeline import EmbedConfig, OnnxOptions
+        from ragcost.evaluate.grid import embed_entry
+
+        base = EmbedConfig(batch_size=32)
+        e = embed_entry(base, EmbedConfig.model_validate({"type": "onnx", "onnx": {"quantize": "int8"}}))
+        assert isinstance(e.onnx, OnnxOptions) and e.onnx.quantize == "int8"
+        assert e.type == "onnx" and e.batch_size == 32  # unset keys are the pipeline's
+
+    def test_runtime_options_carry_over_only_to_an_entry_of_the_same_type(self):
+        from ragcost.config.pipeline import EmbedConfig
+        from ragcost.evaluate.grid import embed_entry
+
+        base = EmbedConfig.model_validate({"type": "onnx", "onnx": {"quantize": "int8"}})
+        assert embed_entry(base, EmbedConfig.model_validate({"type": "sentence-transformers"})).onnx is None
+        assert embed_entry(base, EmbedConfig.model_validate({"batch_size": 8})).onnx.quantize == "int8"
