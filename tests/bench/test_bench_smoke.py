@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from bench import common
@@ -111,3 +112,22 @@ def test_sharded_hnsw_reports_one_graph_beside_the_shards_with_a_recall_pass_fie
         assert {"build_s", "recall_at_10", "batch_qps", "p50_us", "index_bytes"} <= set(out[side])
     assert out["sharded"]["largest_shard_bytes"] < out["sharded"]["index_bytes"]
     assert set(out["pass"]) == {"recall_sharded_ge_one_graph_minus_0.02"}
+
+
+def test_doc_scoring_takes_each_documents_best_and_second_best_chunk():
+    from bench.doc_scoring import doc_top2
+
+    rng = np.random.default_rng(7)
+    doc_of = rng.integers(0, 9, size=40)  # document 9 has no chunk; some have one
+    doc_of[doc_of == 3] = 4
+    doc_of[5] = 3  # exactly one chunk
+    scores = rng.standard_normal((4, 40)).astype(np.float32)
+    best, second = doc_top2(scores, doc_of, 10)
+    for q in range(4):
+        for d in range(10):
+            mine = sorted(scores[q, doc_of == d].tolist(), reverse=True)
+            assert best[q, d] == (mine[0] if mine else -np.inf)
+            if len(mine) > 1:
+                assert second[q, d] == pytest.approx(mine[1])
+            else:
+                assert np.isnan(second[q, d])
