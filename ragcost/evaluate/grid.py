@@ -41,7 +41,13 @@ def chunking_label(ch: ChunkingConfig, size: int) -> str:
 
 
 def embed_label(e: EmbedConfig) -> str:
-    return e.type if e.model == EmbedConfig().model else f"{e.type}:{e.model}"
+    """``onnx``, ``onnx int8``, ``static pca256``, ``sentence-transformers:/models/e5``: what changes the vectors."""
+    label = e.type if e.model == EmbedConfig().model else f"{e.type}:{e.model}"
+    if e.onnx is not None and e.onnx.quantize != "none":
+        label += f" {e.onnx.quantize}"
+    if e.static is not None:
+        label += f" pca{e.static.pca_dims}" if e.static.pca_dims else " no-pca"
+    return label
 
 
 def embed_entry(base: EmbedConfig, entry: EmbedConfig) -> EmbedConfig:
@@ -65,11 +71,13 @@ def variants(spec: Any, pipe: Any) -> list[Variant]:
     many_e, many_c = len(embeds) > 1, len(chunks) > 1
     out = []
     loaded: dict[str, Any] = {}
-    for e in embeds:
+    labels = [embed_label(e) for e in embeds]
+    labels = [f"{lb} #{i + 1}" if labels.count(lb) > 1 else lb for i, lb in enumerate(labels)]  # names stay unique
+    for e, e_label in zip(embeds, labels):
         for ch in chunks:
             vp = _variant_pipeline(pipe, e, ch, loaded)
             size, _ = vp.chunking()
-            parts = ([embed_label(e)] if many_e else []) + ([chunking_label(ch, size)] if many_c else [])
+            parts = ([e_label] if many_e else []) + ([chunking_label(ch, size)] if many_c else [])
             out.append(Variant(" ".join(parts), e, ch, vp))
     return out
 

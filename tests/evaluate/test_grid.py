@@ -102,3 +102,12 @@ class TestEmbedEntries:
         base = EmbedConfig.model_validate({"type": "onnx", "onnx": {"quantize": "int8"}})
         assert embed_entry(base, EmbedConfig.model_validate({"type": "sentence-transformers"})).onnx is None
         assert embed_entry(base, EmbedConfig.model_validate({"batch_size": 8})).onnx.quantize == "int8"
+
+    def test_entries_of_one_runtime_are_named_by_what_changes_their_vectors(self):
+        from ragcost.config.pipeline import EmbedConfig
+        from ragcost.evaluate.grid import embed_label
+
+        onnx = EmbedConfig.model_validate({"type": "onnx"})
+        int8 = EmbedConfig.model_validate({"type": "onnx", "onnx": {"quantize": "int8"}})
+        static = EmbedConfig.model_validate({"type": "static", "static": {"pca_dims": 128}})
+        assert [embed_label(e) for e in (onnx, int8, static)] == ["onnx", "onnx int8", "static pca128"]
