@@ -15,7 +15,7 @@ def folder(tmp_path):
 
 class TestLoadSpec:
     def test_the_shipped_specs_load(self):
-        for name in ("scifact-indexes", "cranfield-indexes"):
+        for name in ("scifact-indexes", "cranfield-indexes", "scifact-runtimes", "scifact-tune"):
             ls = load_spec(REPO / "eval" / f"{name}.yaml")
             assert ls.pipeline_path.is_file() and ls.spec.grid
 
