@@ -37,6 +37,7 @@ if ! as_pg "$BIN/pg_ctl" -D "$DIR" status >/dev/null 2>&1; then
   # shared_buffers: a 100k x 384 HNSW index (195 MB) is searched from it rather than the OS cache.
   as_pg "$BIN/pg_ctl" -D "$DIR" -l "$DIR/log" -w \
     -o "-p $PORT -k $DIR -c listen_addresses=127.0.0.1 -c maintenance_work_mem=1GB -c shared_buffers=512MB" start >/dev/null
+  echo 'export RAGCOST_STARTED="${RAGCOST_STARTED:-} pgvector"'  # scripts/stop_services.sh stops what this started
 fi
 PGOPTIONS="-c client_min_messages=warning" as_pg "$BIN/psql" -h 127.0.0.1 -p "$PORT" -U postgres -qAt -c "CREATE EXTENSION IF NOT EXISTS vector" postgres >/dev/null
 echo "export RAGCOST_TEST_PGVECTOR_URL=postgresql+psycopg://postgres@127.0.0.1:$PORT/postgres"

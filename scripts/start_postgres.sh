@@ -18,5 +18,6 @@ if ! as_pg "$BIN/pg_ctl" -D "$DIR" status >/dev/null 2>&1; then
   rm -rf "$DIR"; mkdir -p "$DIR"; [ "$(id -u)" = 0 ] && chown postgres "$DIR"
   as_pg "$BIN/initdb" -D "$DIR" -U postgres -A trust >/dev/null
   as_pg "$BIN/pg_ctl" -D "$DIR" -l "$DIR/log" -w -o "-p $PORT -k $DIR -c listen_addresses=127.0.0.1" start >/dev/null
+  echo 'export RAGCOST_STARTED="${RAGCOST_STARTED:-} postgres"'  # scripts/stop_services.sh stops what this started
 fi
 echo "export RAGCOST_TEST_POSTGRES_URL=postgresql+psycopg://postgres@127.0.0.1:$PORT/postgres"

