@@ -73,9 +73,24 @@ class TestTune:
         text = pipe.read_text()
         assert text.startswith("# our pipeline") and "# ragcost tune: ndcg@10" in text
         p = Pipeline.load(pipe)
-        short = {"float32": "f32", "int8": "int8"}[p.config.embed.precision]
-        assert chosen.startswith(f"{Path(str(p.config.index)).stem if isinstance(p.config.index, str) else p.index_config.kind.replace('_', '-')} d{p.dim} {short}")
-        assert all(f"{k}={v}" in chosen for k, v in p.index_config.search.items() if f"{k}=" in chosen)
+        r = next(r for r in tuned[3].ok() if r.name == chosen)  # the full grid's result of that name
+        assert (p.dim, p.config.embed.precision) == (r.dim, r.precision)
+        ic = p.index_config
+        assert (ic.backend, ic.kind, dict(ic.build), dict(ic.search)) == (r.backend, r.kind, dict(r.build), dict(r.search))
+
+    def test_every_configuration_of_the_grid_written_back_loads_as_itself(self, tuned, tmp_path):
+        from ragcost.evaluate.tune_write import write_choice
+        from ragcost.runtime.pipeline import Pipeline
+
+        folder, _, _, full = tuned
+        for r in full.ok():  # the file's own search parameters, and sweep points written inline
+            pipe = tmp_path / "pipe.yaml"
+            pipe.write_text((folder / "pipe.yaml").read_text())
+            write_choice(pipe, r, "test")
+            p = Pipeline.load(pipe)
+            ic = p.index_config
+            assert (p.dim, p.config.embed.precision) == (r.dim, r.precision), r.name
+            assert (ic.backend, ic.kind, dict(ic.build), dict(ic.search)) == (r.backend, r.kind, dict(r.build), dict(r.search)), r.name
 
 
 class TestBadTune:
