@@ -33,7 +33,7 @@ def results_table(run: Any) -> Any:
     for h in ("p50 ms", "p95 ms", "p99 ms", "QPS 1/batch", "build s", "B/vec", "RAM MB", "$/1k q", "$/useful", ""):
         t.add_column(h, justify="right")
     for r in sorted(run.ok(), key=lambda r: -r.metrics.get(q, 0)):
-        mark = "★ best" if r.recommended else "◆ front" if r.pareto else ""
+        mark = "★ pick" if r.recommended else "◆ front" if r.pareto else ""  # pick: cheapest within the quality margin, not the top score
         t.add_row(
             _m(r.name), *(f"{r.metrics.get(c, float('nan')):.4f}" for c in cols),
             f"{r.p50_ms:.3f}", f"{r.p95_ms:.3f}", f"{r.p99_ms:.3f}", f"{r.qps_single:,.0f}/{r.qps_batch:,.0f}",
