@@ -63,7 +63,7 @@ def index(
         pipe.close()
     rep = summary.report
     if summary.re_embed_reason:
-        typer.echo(f"note: {summary.re_embed_reason}; every document was re-embedded")
+        typer.echo(f"note: {summary.re_embed_reason}")
     if rep.skipped:
         typer.echo(f"warning: skipped {len(rep.skipped)} input(s): {rep.first_skipped()}")
     if rep.duplicates:

@@ -37,7 +37,8 @@ def chunking_label(ch: ChunkingConfig, size: int) -> str:
     from ragcost.ingest.chunker import default_min_tail
 
     tail = "" if ch.tail == "none" else f" {ch.tail}{ch.min_tail or default_min_tail(size)}"
-    return f"c{size}o{ch.overlap}{tail}"
+    title = "" if ch.title == ChunkingConfig.model_fields["title"].default else f" title-{ch.title}"
+    return f"c{size}o{ch.overlap}{tail}{title}"
 
 
 def embed_label(e: EmbedConfig) -> str:

@@ -49,13 +49,14 @@ class QueryVectors:
 
 
 def cache_key(pipe: Pipeline, dataset: Path) -> str:
-    from ragcost.ingest.chunker import default_min_tail
+    from ragcost.ingest.chunker import LEGACY_TITLE, default_min_tail
 
     fp = pipe.embedder.fingerprint()
     size, overlap = pipe.chunking()
     ch = pipe.config.chunking
     tail = "" if ch.tail == "none" else f"-{ch.tail}{ch.min_tail or default_min_tail(size)}"
-    return f"{dataset.name}-{fp[:12]}-c{size}o{overlap}{tail}"
+    title = "" if ch.title == LEGACY_TITLE else f"-t{ch.title}"
+    return f"{dataset.name}-{fp[:12]}-c{size}o{overlap}{tail}{title}"
 
 
 def text_cache_path(pipe: Pipeline, dataset: Path, cache_dir: Path) -> Path:

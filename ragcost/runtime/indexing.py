@@ -58,13 +58,6 @@ def _made_by(raw: Optional[str]) -> Optional[dict]:
         return {"model": raw}
 
 
-def doc_text(doc: SourceDocument) -> str:
-    """The text that is chunked and embedded: title + text, as BEIR and MTEB embed documents."""
-    if doc.title and not doc.text.startswith(doc.title):
-        return f"{doc.title}\n{doc.text}"
-    return doc.text
-
-
 def _source(pipe: Pipeline, source: Optional[str], reader: Optional[str] = None) -> tuple[Optional[str], Optional[str]]:
     """(path, reader) to read: --source and --reader override the pipeline's source."""
     cfg = pipe.config.source_config
@@ -86,7 +79,7 @@ def _chunker(pipe: Pipeline):
     pipe.check_dim()  # before anything is embedded
     size, overlap = pipe.chunking()
     ch = pipe.config.chunking
-    return Chunker(pipe.embedder.tokenizer, size, overlap, tail=ch.tail, min_tail=ch.min_tail)
+    return Chunker(pipe.embedder.tokenizer, size, overlap, tail=ch.tail, min_tail=ch.min_tail, title=ch.title)
 
 
 def _redact(pipe: Pipeline, docs: list[SourceDocument], report: IngestReport) -> list[SourceDocument]:
@@ -127,7 +120,7 @@ def _chunk_batches(todo: list[tuple[SourceDocument, str]], chunker) -> list[list
     batches, cur, n = [], [], 0
     for i in range(0, len(todo), WRITE_BATCH):
         part = todo[i : i + WRITE_BATCH]
-        for (d, h), chunks in zip(part, chunker.chunk_many([doc_text(d) for d, _ in part])):
+        for (d, h), chunks in zip(part, chunker.chunk_many([chunker.text_of(d) for d, _ in part])):
             if cur and (len(cur) == WRITE_BATCH or n + len(chunks) > WRITE_CHUNKS):
                 batches.append(cur)
                 cur, n = [], 0
@@ -164,7 +157,7 @@ def run_index(
         _refuse_unsafe_prune(store, docs, summary.report, force)
     pipe.embedder.warm_up()
     chunker = _chunker(pipe)
-    _drop_what_another_model_made(pipe, store, chunker, summary)
+    _drop_what_another_model_made(pipe, store, chunker, summary, docs)
     todo = _changed(store, docs, summary)
     t0 = perf_counter()
     batches = _chunk_batches(todo, chunker)
@@ -205,16 +198,32 @@ def _read(pipe: Pipeline, source: Optional[str], reader: Optional[str], summary:
 
 
 
-def _drop_what_another_model_made(pipe: Pipeline, store, chunker, summary: IndexSummary) -> None:
-    """Chunks and vectors from two models (or two chunkings) must never mix: drop them all, re-embed."""
+def _drop_what_another_model_made(pipe: Pipeline, store, chunker, summary: IndexSummary,
+                                  docs: list[SourceDocument]) -> None:
+    """Chunks and vectors from two models (or two chunkings) must never mix: drop them all, re-embed.
+    A change of the title rule alone drops only the documents whose embedded text it changes (a corpus
+    whose texts never begin with their titles keeps every vector from dedupe to prepend)."""
+    from ragcost.ingest.chunker import LEGACY_TITLE, document_text
+
     made_by = {"model": pipe.embedder.fingerprint(), **chunker.made_by()}
     old = _made_by(store.get_meta(EMBEDDER_META))
     if old is not None and old != made_by:
-        what = [k for k in made_by if old.get(k) != made_by[k]]
+        keys = sorted(set(old) | set(made_by))
+        what = [k for k in keys if old.get(k) != made_by.get(k)]
         summary.re_embed_reason = "changed since the last run: " + ", ".join(
-            f"{k} {str(old.get(k))[:12]} -> {str(made_by[k])[:12]}" for k in what
+            f"{k} {str(old.get(k))[:12]} -> {str(made_by.get(k))[:12]}" for k in what
         )
-        store.delete(list(store.doc_hashes()))
+        stored = list(store.doc_hashes())
+        if what == ["chunk_title"]:
+            was = old.get("chunk_title", LEGACY_TITLE)
+            same = {d.id for d in docs if document_text(d.title, d.text, was) == chunker.text_of(d)}
+            stale = [i for i in stored if i not in same]
+            summary.re_embed_reason += (f"; the {len(stale)} document(s) whose text it changes were re-embedded, "
+                                        f"the other {len(stored) - len(stale)} kept their vectors")
+            stored = stale
+        else:
+            summary.re_embed_reason += "; every document was re-embedded"
+        store.delete(stored)
     if old != made_by:
         store.set_meta(EMBEDDER_META, json.dumps(made_by, sort_keys=True))
 

@@ -145,13 +145,15 @@ class Pipeline:
         return 1
 
     def _chunking_made_by(self) -> dict:
-        """Size and overlap; the tail rule only when there is one (artifacts built before it stay valid)."""
-        from ragcost.ingest.chunker import default_min_tail
+        """Size and overlap; the tail rule only when there is one, the title rule only when it is not 0.1's
+        (artifacts built before either existed stay valid)."""
+        from ragcost.ingest.chunker import LEGACY_TITLE, default_min_tail
 
         size, overlap = self.chunking()
         ch = self.config.chunking
         tail = {} if ch.tail == "none" else {"tail": ch.tail, "min_tail": ch.min_tail or default_min_tail(size)}
-        return {"size": size, "overlap": overlap, **tail}
+        title = {} if ch.title == LEGACY_TITLE else {"title": ch.title}
+        return {"size": size, "overlap": overlap, **tail, **title}
 
     def chunking(self) -> tuple[int, int]:
         """(size, overlap) in tokens: the configured size, or the model's window less its two special tokens."""

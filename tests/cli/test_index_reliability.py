@@ -180,6 +180,9 @@ class TestProgress:
         from ragcost.runtime import indexing
 
         class Fixed:
+            def text_of(self, doc):
+                return doc.text
+
             def chunk_many(self, texts):
                 return [[object()] * (2000 if t == "long" else 1) for t in texts]
 

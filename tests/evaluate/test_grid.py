@@ -56,8 +56,8 @@ class TestChunkingGrid:
             st = open_store(f"duckdb:///{store}", "synthetic", {})
             texts[store.stem] = set(st.chunk_column("text")[1])
             st.close()
-        (c8,) = [t for k, t in texts.items() if k.endswith("c8o0")]
-        (align,) = [t for k, t in texts.items() if k.endswith("align8")]
+        (c8,) = [t for k, t in texts.items() if k.endswith("c8o0-tprepend")]
+        (align,) = [t for k, t in texts.items() if k.endswith("align8-tprepend")]
         assert c8 & align and align - c8  # align changed some tails and kept the other chunks
         assert len(TextVectorCache(cache).vectors) == len(set().union(*texts.values()))
 

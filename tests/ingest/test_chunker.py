@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragcost.ingest.chunker import Chunk, Chunker
+from ragcost.ingest.chunker import Chunk, Chunker, document_text
 
 
 @pytest.fixture(scope="module")
@@ -125,3 +125,30 @@ class TestTailRule:
     def test_a_bad_rule_is_refused(self, tokenizer, tail, min_tail, match):
         with pytest.raises(ValueError, match=match):
             Chunker(tokenizer, 64, 8, tail=tail, min_tail=min_tail)
+
+
+class TestTitleRule:
+    @pytest.mark.parametrize("title, text, rule, expected", [
+        ("Flow", "Flow past a plate.", "prepend", "Flow\nFlow past a plate."),  # BEIR and MTEB: always
+        ("Flow", "Laminar flow.", "prepend", "Flow\nLaminar flow."),
+        ("Flow", "Flow past a plate.", "dedupe", "Flow past a plate."),          # 0.1: not when the text begins with it
+        ("Flow", "Laminar flow.", "dedupe", "Flow\nLaminar flow."),
+        ("Flow", "Laminar flow.", "none", "Laminar flow."),
+        ("", "Laminar flow.", "prepend", "Laminar flow."),
+    ])
+    def test_the_rule_decides_where_the_title_goes(self, title, text, rule, expected):
+        assert document_text(title, text, rule) == expected
+
+    def test_the_chunker_applies_its_rule_and_names_it_unless_it_is_the_old_one(self, tokenizer):
+        from ragcost.records import SourceDocument
+
+        doc = SourceDocument(id="1", title="Flow", text="Flow past a plate.")
+        assert Chunker(tokenizer, 64, 8).text_of(doc) == "Flow past a plate."
+        assert Chunker(tokenizer, 64, 8).made_by() == {"chunk_size": 64, "chunk_overlap": 8}  # stores made by 0.1 stay valid
+        prepend = Chunker(tokenizer, 64, 8, title="prepend")
+        assert prepend.text_of(doc) == "Flow\nFlow past a plate."
+        assert prepend.made_by()["chunk_title"] == "prepend"
+
+    def test_an_unknown_rule_is_refused(self, tokenizer):
+        with pytest.raises(ValueError, match="title rule 'top' is unknown; use one of prepend, dedupe, none"):
+            Chunker(tokenizer, 64, 8, title="top")
