@@ -154,12 +154,14 @@ class TestWrite:
         block = "".join(f"{k}: {json.dumps(v)}  # {k}\n" for k, v in json.loads(before).items())  # the way teams write it
         pipe.write_text("# our team's pipeline\n" + block + "stages:\n  - {type: retrieve, k: 10}\n# the end\n")
         try:
+            written = pipe.read_text()
             code = main(["eval", str(spec), "--no-ledger", "--cache-dir", str(folder / "cache"), "--write"])
-            out = capsys.readouterr().out
-            rec = next(r for r in run.ok() if r.recommended)
+            out, err = capsys.readouterr()
             text = pipe.read_text()
-            if rec.calibration["threshold"] is None:  # the seeded data reach 0.5; this branch is the honest refusal
-                assert code == 1
+            # This run's recommendation (timings decide among near-equal prices, so it may not be the
+            # fixture's): the seeded data reach 0.5; a recommendation that does not is refused, file untouched.
+            if code == 1:
+                assert "--write:" in err and "nothing written to" in err and text == written
                 return
             assert code == 0, out
             assert text.startswith("# our team's pipeline\n") and text.rstrip().endswith("# the end")
