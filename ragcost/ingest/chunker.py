@@ -14,9 +14,9 @@ LEGACY_TITLE = "dedupe"  # ragcost 0.1's rule: stores made under it carry no tit
 
 def document_text(title: str, text: str, rule: TitleRule = "prepend") -> str:
     """The text that is chunked and embedded. ``prepend``: title, newline, text, for every document, as
-    BEIR and MTEB encode a passage (a text that begins with its title then holds it twice, and that weight
-    is what they measure: Cranfield's nDCG@10 with one passage per document is 0.3817 so, 0.3739 deduped);
-    ``dedupe``: the title only when the text does not already begin with it; ``none``: the text alone."""
+    BEIR and MTEB encode a passage (a text that begins with its title then holds it twice: the weight
+    their figures include; README, "The title rule"); ``dedupe``: the title only when the text does not
+    already begin with it; ``none``: the text alone."""
     if rule not in TITLES:
         raise ValueError(f"title rule {rule!r} is unknown; use one of {', '.join(TITLES)}")
     if not title or rule == "none" or (rule == "dedupe" and text.startswith(title)):
