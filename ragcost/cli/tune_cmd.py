@@ -29,7 +29,7 @@ def tune(
     from ragcost.evaluate.spec import load_spec
     from ragcost.evaluate.tune import summary_lines, tune as run_tune
 
-    out = Console(width=None if sys.stdout.isatty() else 220)
+    out = Console(width=None if sys.stdout.isatty() else 220, soft_wrap=not sys.stdout.isatty())  # a file gets whole lines
     ls = load_spec(spec)
     if max_queries is not None:
         ls.spec.max_queries = max_queries

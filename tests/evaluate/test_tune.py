@@ -70,6 +70,7 @@ class TestTune:
         assert f"of the full grid's {rep.full_grid} configurations" in out
         assert "pipeline's current configuration: flat d64 f32" in out
         chosen = re.search(r"chosen: (.+?) — ", out).group(1)  # timings differ run to run: this run's choice
+        assert re.search(r"^chosen: .+ B/vector$", out, re.M)  # redirected output keeps each line whole
         text = pipe.read_text()
         assert text.startswith("# our pipeline") and "# ragcost tune: ndcg@10" in text
         p = Pipeline.load(pipe)
