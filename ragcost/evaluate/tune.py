@@ -195,11 +195,18 @@ def _walk_flat(walk: _Walk, vi: int, v: Variant, ev: Any, cands: list[Candidate]
     return passed
 
 
-def _lower_bound(ev: Any, c: Candidate, ceiling: ConfigResult, index_bytes: int = 0) -> Optional[float]:
+def _lower_bound(ev: Any, c: Candidate, ceiling: ConfigResult, index_bytes: Optional[int] = None) -> Optional[float]:
     """$ per useful document this build cannot beat: the ceiling's useful documents, no search time,
-    the variant's query embedding, and storage of ``index_bytes`` plus the float32 copy kept beside it."""
+    the variant's query embedding, and its storage by the one formula the eval prices it with.
+
+    Before the build (``index_bytes`` None) the storage is the float32 exact-scan copy alone: an index
+    that holds every vector at float32 is at least that large, and any other index keeps the copy
+    beside it. Once built, the index's own bytes, plus the copy only when the index does not hold it
+    (as the eval prices it, ``_Evaluator._price``): a bound that counted the copy twice
+    would call a cheaper float32 HNSW graph dominated and skip it.
+    """
     from ragcost.cost.compute import cost_of, storage_cost_per_query
-    from ragcost.cost.storage import storage_bytes
+    from ragcost.cost.storage import holds_float32, storage_bytes
     from ragcost.records import UsageRecord
 
     if not ceiling.useful:
@@ -210,7 +217,12 @@ def _lower_bound(ev: Any, c: Candidate, ceiling: ConfigResult, index_bytes: int 
                       wall_seconds=float(ev.qv.seconds[:nq].sum()), items=nq,
                       input_tokens=int(ev.qv.tokens[:nq].sum()), cached_input_tokens=0)
     n = len(ev.corpus.labels)
-    storage = storage_cost_per_query(*storage_bytes(index_bytes, n, c.dim), ev.book) * nq
+    if index_bytes is None:
+        ram_disk = storage_bytes(0, n, c.dim)
+    else:
+        held = holds_float32(c.index_config.backend, c.index_config.kind, c.precision)
+        ram_disk = storage_bytes(index_bytes, n, c.dim, holds_vectors=held)
+    storage = storage_cost_per_query(*ram_disk, ev.book) * nq
     return (cost_of(emb, ev.book) + storage) / ceiling.useful
 
 

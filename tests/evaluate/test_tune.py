@@ -94,6 +94,49 @@ class TestTune:
             assert (ic.backend, ic.kind, dict(ic.build), dict(ic.search)) == (r.backend, r.kind, dict(r.build), dict(r.search)), r.name
 
 
+class TestDominanceBound:
+    """The bound that prunes a build must never exceed what the eval charges that build at the same useful count:
+    an overestimate skips configurations that are in fact cheaper."""
+
+    @pytest.fixture(scope="class")
+    def measured(self, tmp_path_factory):
+        from ragcost.evaluate.metrics import exact_kth
+        from ragcost.evaluate.run import _noop, _prepare
+        from ragcost.runtime.pipeline import Pipeline
+
+        folder = tmp_path_factory.mktemp("bound")
+        write_beir(folder / "data" / "synth", n_docs=160)
+        spec = write_spec(folder, GRID, dims=[64], precisions=["float32", "int8"], k=[10])
+        ls = load_spec(spec)
+        pipe = Pipeline.load(ls.pipeline_path, judge=False)
+        _, ev, cands = _prepare(ls, pipe, folder / "cache", _noop)
+        kth = exact_kth(ev.queries_at(64), ev.vectors_at(64), ev.corpus.doc_of, ev.spec.k)
+        out = []
+        for c in cands:
+            index, build_s = ev.build(c)
+            out.append((c, index, ev.measure(c, index, build_s, kth)))
+        yield ev, out
+        pipe.close()
+
+    def test_the_bound_is_the_eval_price_less_the_search_for_every_build(self, measured):
+        from ragcost.evaluate.tune import _lower_bound
+
+        ev, out = measured
+        kinds = {(c.index_config.kind, c.precision) for c, _, _ in out}
+        assert {("hnsw", "float32"), ("flat", "float32"), ("flat", "int8"), ("ivf_flat", "int8")} <= kinds
+        for c, index, r in out:
+            search_usd = next(s["usd"] for s in r.stages if s["stage"] == "retrieve")
+            bound = _lower_bound(ev, c, r, int(index.nbytes()))  # r as its own ceiling: the same useful documents
+            assert bound * r.useful == pytest.approx(r.total_usd - search_usd, rel=1e-9), c.name
+
+    def test_the_bound_before_a_build_is_below_the_bound_after_it(self, measured):
+        from ragcost.evaluate.tune import _lower_bound
+
+        ev, out = measured
+        for c, index, r in out:
+            assert _lower_bound(ev, c, r) <= _lower_bound(ev, c, r, int(index.nbytes())) * (1 + 1e-12), c.name
+
+
 class TestBadTune:
     def test_a_floor_outside_zero_to_one_is_refused(self, synth):
         with pytest.raises(ConfigError, match=r"--floor 1.5: give a fraction"):
