@@ -40,7 +40,7 @@ def local_revision_and_chunks(spec_path: Path) -> tuple[str, int]:
         cp = cache_pipeline(pipe, ls.dataset_path, Path(tmp))
         docs = _read(cp, None, None, IndexSummary())
         chunker = _chunker(cp)
-        chunks = sum(len(c) for c in chunker.chunk_many([chunker.text_of(d) for d in docs]))
+        chunks = sum(len(c) for c in chunker.chunk_documents(docs))
         h = hashlib.sha256()
         for doc_id, ch in sorted((d.id, content_hash(d)) for d in docs):
             h.update(f"{doc_id}\x00{ch}\n".encode("utf-8"))

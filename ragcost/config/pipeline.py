@@ -29,10 +29,12 @@ class ChunkingConfig(Strict):
         "align", description="a last window shorter than min_tail: align = laid back to end at the text's end (measured "
                              "best on SciFact and Cranfield); merge = into the previous window; none = kept as a fragment")
     min_tail: Optional[int] = Field(None, ge=1, description="tokens below which the tail rule applies; default: half of size")
-    title: Literal["prepend", "dedupe", "none"] = Field(
-        "prepend", description="the title before the text: prepend = always, as BEIR and MTEB encode passages "
-                               "(measured best on Cranfield, equal on SciFact); dedupe = unless the text already "
-                               "begins with it (ragcost 0.1); none = the text alone")
+    title: Literal["every_chunk", "prepend", "dedupe", "none"] = Field(
+        "every_chunk", description="where the title goes: every_chunk = before every chunk's window, the window "
+                                   "shortened by the title's tokens (measured best on SciFact and Cranfield); prepend "
+                                   "= before the text, so in the first chunk only, as BEIR and MTEB encode passages; "
+                                   "dedupe = prepend unless the text already begins with it (ragcost 0.1); none = the "
+                                   "text alone")
 
     @model_validator(mode="after")
     def _overlap(self) -> "ChunkingConfig":

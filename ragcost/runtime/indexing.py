@@ -120,7 +120,7 @@ def _chunk_batches(todo: list[tuple[SourceDocument, str]], chunker) -> list[list
     batches, cur, n = [], [], 0
     for i in range(0, len(todo), WRITE_BATCH):
         part = todo[i : i + WRITE_BATCH]
-        for (d, h), chunks in zip(part, chunker.chunk_many([chunker.text_of(d) for d, _ in part])):
+        for (d, h), chunks in zip(part, chunker.chunk_documents([d for d, _ in part])):
             if cur and (len(cur) == WRITE_BATCH or n + len(chunks) > WRITE_CHUNKS):
                 batches.append(cur)
                 cur, n = [], 0
@@ -201,9 +201,10 @@ def _read(pipe: Pipeline, source: Optional[str], reader: Optional[str], summary:
 def _drop_what_another_model_made(pipe: Pipeline, store, chunker, summary: IndexSummary,
                                   docs: list[SourceDocument]) -> None:
     """Chunks and vectors from two models (or two chunkings) must never mix: drop them all, re-embed.
-    A change of the title rule alone drops only the documents whose embedded text it changes (a corpus
-    whose texts never begin with their titles keeps every vector from dedupe to prepend)."""
-    from ragcost.ingest.chunker import LEGACY_TITLE, document_text
+    A change of the title rule alone drops only the documents whose chunk texts it changes (a corpus
+    whose texts never begin with their titles keeps every vector from dedupe to prepend; one-window
+    documents keep theirs from prepend to every_chunk)."""
+    from ragcost.ingest.chunker import LEGACY_TITLE
 
     made_by = {"model": pipe.embedder.fingerprint(), **chunker.made_by()}
     old = _made_by(store.get_meta(EMBEDDER_META))
@@ -215,10 +216,11 @@ def _drop_what_another_model_made(pipe: Pipeline, store, chunker, summary: Index
         )
         stored = list(store.doc_hashes())
         if what == ["chunk_title"]:
-            was = old.get("chunk_title", LEGACY_TITLE)
-            same = {d.id for d in docs if document_text(d.title, d.text, was) == chunker.text_of(d)}
+            before = chunker.with_title(old.get("chunk_title", LEGACY_TITLE)).chunk_documents(docs)
+            now = chunker.chunk_documents(docs)
+            same = {d.id for d, a, b in zip(docs, before, now) if [c.text for c in a] == [c.text for c in b]}
             stale = [i for i in stored if i not in same]
-            summary.re_embed_reason += (f"; the {len(stale)} document(s) whose text it changes were re-embedded, "
+            summary.re_embed_reason += (f"; the {len(stale)} document(s) whose chunks it changes were re-embedded, "
                                         f"the other {len(stored) - len(stale)} kept their vectors")
             stored = stale
         else:

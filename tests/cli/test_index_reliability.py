@@ -180,11 +180,8 @@ class TestProgress:
         from ragcost.runtime import indexing
 
         class Fixed:
-            def text_of(self, doc):
-                return doc.text
-
-            def chunk_many(self, texts):
-                return [[object()] * (2000 if t == "long" else 1) for t in texts]
+            def chunk_documents(self, docs):
+                return [[object()] * (2000 if d.text == "long" else 1) for d in docs]
 
         todo = [(SourceDocument(str(i), "long" if i == 5 else "x"), "h") for i in range(70)]
         batches = indexing._chunk_batches(todo, Fixed())

@@ -18,7 +18,7 @@ def grid_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("grid")
     write_beir(folder / "data" / "synth")
     spec = write_spec(folder, FLAT, dims=[64], precisions=["float32"],
-                      chunking=[{"size": 8, "overlap": 0, "tail": "none"}, {"size": 8, "overlap": 0, "tail": "align", "min_tail": 8},
+                      chunking=[{"size": 9, "overlap": 0, "tail": "none"}, {"size": 9, "overlap": 0, "tail": "align", "min_tail": 8},
                                 {"size": 16, "overlap": 4, "tail": "none"}],
                       embedders=[{"type": "test-hashing", "batch_size": 8}])
     return folder, spec, run_eval(load_spec(spec), folder / "cache")
@@ -27,17 +27,17 @@ def grid_run(tmp_path_factory):
 class TestChunkingGrid:
     def test_every_chunking_is_measured_and_named(self, grid_run):
         names = sorted(r.name for r in grid_run[2].ok())
-        assert names == ["c16o4 | flat d64 f32", "c8o0 align8 | flat d64 f32", "c8o0 | flat d64 f32"]
+        assert names == ["c16o4 | flat d64 f32", "c9o0 align8 | flat d64 f32", "c9o0 | flat d64 f32"]
 
     def test_each_result_carries_the_embed_and_chunking_it_ran_on(self, grid_run):
         by = {r.name: r for r in grid_run[2].ok()}
-        r = by["c8o0 align8 | flat d64 f32"]
-        assert r.chunking == {"size": 8, "overlap": 0, "tail": "align", "min_tail": 8}
+        r = by["c9o0 align8 | flat d64 f32"]
+        assert r.chunking == {"size": 9, "overlap": 0, "tail": "align", "min_tail": 8}
         assert r.embed["type"] == "test-hashing" and r.embed["batch_size"] == 8
 
     def test_smaller_chunks_make_more_of_them_and_different_quality(self, grid_run):
         by = {r.name: r for r in grid_run[2].ok()}
-        assert by["c8o0 | flat d64 f32"].metrics["ndcg@10"] != by["c16o4 | flat d64 f32"].metrics["ndcg@10"]
+        assert by["c9o0 | flat d64 f32"].metrics["ndcg@10"] != by["c16o4 | flat d64 f32"].metrics["ndcg@10"]
 
     def test_each_chunking_has_its_own_cached_store_and_a_rerun_embeds_nothing(self, grid_run):
         folder, spec, _ = grid_run
@@ -56,9 +56,9 @@ class TestChunkingGrid:
             st = open_store(f"duckdb:///{store}", "synthetic", {})
             texts[store.stem] = set(st.chunk_column("text")[1])
             st.close()
-        (c8,) = [t for k, t in texts.items() if k.endswith("c8o0-tprepend")]
-        (align,) = [t for k, t in texts.items() if k.endswith("align8-tprepend")]
-        assert c8 & align and align - c8  # align changed some tails and kept the other chunks
+        (c9,) = [t for k, t in texts.items() if k.endswith("c9o0-tevery_chunk")]
+        (align,) = [t for k, t in texts.items() if k.endswith("align8-tevery_chunk")]
+        assert c9 & align and align - c9  # align changed some tails and kept the other chunks
         assert len(TextVectorCache(cache).vectors) == len(set().union(*texts.values()))
 
 

@@ -150,5 +150,64 @@ class TestTitleRule:
         assert prepend.made_by()["chunk_title"] == "prepend"
 
     def test_an_unknown_rule_is_refused(self, tokenizer):
-        with pytest.raises(ValueError, match="title rule 'top' is unknown; use one of prepend, dedupe, none"):
+        with pytest.raises(ValueError, match="title rule 'top' is unknown; use one of every_chunk, prepend, dedupe, none"):
             Chunker(tokenizer, 64, 8, title="top")
+
+
+@pytest.fixture(scope="module")
+def topic_docs(texts):
+    """The language reference's topics as titled documents (title: the topic's name)."""
+    from pydoc_data.topics import topics
+
+    from ragcost.records import SourceDocument
+
+    return [SourceDocument(id=k, title=k.replace("-", " "), text=topics[k]) for k in sorted(topics)]
+
+
+class TestTitleOnEveryChunk:
+    def test_every_window_begins_with_the_title_and_still_fits_the_size(self, tokenizer, topic_docs):
+        chunker = Chunker(tokenizer, 64, 8, tail="align", title="every_chunk")
+        many = 0
+        for d, chunks in zip(topic_docs, chunker.chunk_documents(topic_docs)):
+            many += len(chunks) > 1
+            whole = chunker.text_of(d)
+            assert chunks[0].start == 0 and chunks[0].text == whole[:chunks[0].end]  # the first window, title included
+            for c in chunks:
+                assert c.text.startswith(d.title + "\n")
+                assert c.text[len(d.title) + 1:] == whole[c.end - (len(c.text) - len(d.title) - 1):c.end]  # ends at end
+                assert chunker.count_tokens(c.text) == c.n_tokens <= 64
+        assert many > 20
+
+    def test_the_windows_cover_the_text_with_the_title_tokens_taken_off_the_size(self, tokenizer, topic_docs):
+        chunker = Chunker(tokenizer, 64, 8, title="every_chunk")
+        for d, chunks in zip(topic_docs, chunker.chunk_documents(topic_docs)):
+            head = chunker.count_tokens(d.title)
+            body = Chunker(tokenizer, 64 - head, 8).chunk(d.text)
+            shift = len(d.title) + 1
+            assert [(max(c.start - shift, 0), c.end - shift) for c in chunks] == [(b.start, b.end) for b in body]
+
+    def test_a_one_window_document_is_chunked_as_under_prepend(self, tokenizer):
+        from ragcost.records import SourceDocument
+
+        doc = SourceDocument(id="1", title="Flow", text="Laminar flow past a flat plate.")
+        every = Chunker(tokenizer, 64, 8, title="every_chunk").chunk_documents([doc])
+        assert [c.text for c in every[0]] == ["Flow\nLaminar flow past a flat plate."]
+        prepend = Chunker(tokenizer, 64, 8, title="prepend").chunk_documents([doc])
+        assert every == prepend  # the stored chunk (and its vector) is kept when a store moves from prepend
+
+    def test_a_title_longer_than_a_quarter_of_the_window_or_none_is_not_repeated(self, tokenizer, topic_docs):
+        from ragcost.records import SourceDocument
+
+        text = topic_docs[0].text
+        long = SourceDocument(id="1", title="a very long title of many words indeed", text=text)  # 8 tokens > 24 // 4
+        untitled = SourceDocument(id="2", title="", text=text)
+        got = Chunker(tokenizer, 24, 4, title="every_chunk").chunk_documents([long, untitled])
+        assert got == Chunker(tokenizer, 24, 4, title="prepend").chunk_documents([long, untitled])
+        assert len(got[0]) > 1 and not got[0][1].text.startswith(long.title)
+
+    def test_the_rule_is_named_in_made_by_and_another_rule_chunks_as_that_rule(self, tokenizer, topic_docs):
+        every = Chunker(tokenizer, 64, 8, tail="align", title="every_chunk")
+        assert every.made_by()["chunk_title"] == "every_chunk"
+        prepend = every.with_title("prepend")
+        assert (prepend.size, prepend.overlap, prepend.tail, prepend.min_tail, prepend.title) == (64, 8, "align", 32, "prepend")
+        assert prepend.chunk_documents(topic_docs[:10]) == Chunker(tokenizer, 64, 8, tail="align", title="prepend").chunk_documents(topic_docs[:10])
