@@ -44,10 +44,12 @@ class DerivedEmbedder(Embedder):
         return ConfigError(f"embed.type {self.config.type}: {what} the model folder {self.path} failed: {reason}; "
                            "check that the folder holds a complete sentence-transformers model (weights and tokenizer)")
 
-    def load_source(self) -> Any:
-        """The source model on torch, for an export or a distillation (once, at first use)."""
+    def load_source(self, **model_kwargs: Any) -> Any:
+        """The source model on torch, for an export or a distillation (once, at first use); ``model_kwargs``
+        go to the transformer's ``from_pretrained`` (e.g. ``attn_implementation``)."""
         SentenceTransformer = sentence_transformers_class("SentenceTransformer", f"embed.type {self.config.type}")
-        return SentenceTransformer(str(self.path), device="cpu", local_files_only=True)
+        extra = {"model_kwargs": model_kwargs} if model_kwargs else {}
+        return SentenceTransformer(str(self.path), device="cpu", local_files_only=True, **extra)
 
     @cached_property
     def _st_config(self) -> dict[str, Any]:
