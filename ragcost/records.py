@@ -119,6 +119,13 @@ class Hit:
     metadata = _field("metadata")
     del _field
 
+    @property
+    def passage(self) -> str:
+        """The text without the title line the chunker put before it (``chunking.title: every_chunk``, and the
+        first window under ``prepend``): what to show or quote where the title is shown on its own."""
+        title, text = self.title, self.text
+        return text[len(title) + 1:] if title and text.startswith(title + "\n") else text
+
     def _key(self) -> tuple:
         return (self.label, self.doc_id, self.score, self.title, self.text, self.chunk_no, self.metadata)
 

@@ -48,7 +48,7 @@ def print_results(run: QueryRun, show_hits: bool = True, streamed: bool = False)
             t.add_column("score", justify="right")
             t.add_column("snippet")
             for i, h in enumerate(s.hits, 1):
-                t.add_row(str(i), plain(h.title or h.doc_id), f"{h.score:.3f}", plain(_snippet(terminal_safe(h.text))))
+                t.add_row(str(i), plain(h.title or h.doc_id), f"{h.score:.3f}", plain(_snippet(terminal_safe(h.passage))))
             console.print(t)
             extra = f", {s.notes['matches']} chunks match the filter" if "matches" in s.notes else ""
             console.print(plain(f"retrieval strategy: {s.notes.get('strategy', '-')}{extra}; {len(s.hits)} results"))

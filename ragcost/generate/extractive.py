@@ -32,7 +32,7 @@ def extract(question: str, prompt: Prompt, sentences: int) -> tuple[str, list[in
     seen: set[str] = set()  # overlapping chunks repeat sentences: each is said once, from its best-ranked chunk
     order = 0
     for n, hit in enumerate(prompt.sources, 1):
-        for sent in SENTENCE.split(" ".join(hit.text.split())):
+        for sent in SENTENCE.split(" ".join(hit.passage.split())):  # the chunk's title line is no sentence
             sent = sent.strip()
             if len(sent) < 3 or sent in seen:
                 continue

@@ -86,12 +86,13 @@ def build_prompt(question: str, hits: list[Hit], params: BackendParams, count: O
     for h in candidates:
         n = len(sources) + 1
         head = f"[{n}] {h.title}\n" if h.title else f"[{n}] "
-        block = head + " ".join(h.text.split())
+        body = " ".join(h.passage.split())  # the title is in the head: not twice
+        block = head + body
         cost = count(block) + 1  # +1 for the blank line between blocks
         if used + cost > params.context_tokens:
             if sources:
                 break
-            block = head + _fit(" ".join(h.text.split()), params.context_tokens - count(head) - 1, count)
+            block = head + _fit(body, params.context_tokens - count(head) - 1, count)
             cost = count(block) + 1
         blocks.append(block)
         sources.append(h)

@@ -33,3 +33,18 @@ def test_a_sentence_two_overlapping_chunks_share_is_said_once():
     hits = [Hit(1, "with", 0.9, "with", f"Intro text here. {shared}"), Hit(2, "with", 0.8, "with", f"{shared} More text follows.")]
     text, used = extract("how does the with statement call __exit__?", Prompt("s", "u", hits), sentences=3)
     assert text.count(shared) == 1 and used[0] == 1
+
+
+def test_the_title_line_the_chunker_put_before_a_window_is_no_sentence_and_not_repeated_in_the_prompt():
+    from ragcost.generate.extractive import extract
+    from ragcost.generate.prompt import Prompt
+    from ragcost.records import Hit
+
+    window = "return value to the target specified in the as clause. The with statement calls __exit__ at the end."
+    hit = Hit(1, "context-managers", 0.9, "context-managers", f"context-managers\n{window}")  # title: every_chunk
+    assert hit.passage == window
+    assert Hit(2, "d", 0.5, "Flow", "Flow past a plate.").passage == "Flow past a plate."  # no title line: as stored
+    text, _ = extract("how does the with statement call __exit__?", Prompt("s", "u", [hit]), sentences=2)
+    assert "context-managers" not in text and "The with statement calls __exit__ at the end. [1]" in text
+    prompt = build_prompt("q", [hit], BackendParams(backend="extractive"))
+    assert prompt.user.count("context-managers") == 1 and "[1] context-managers\nreturn value" in prompt.user
