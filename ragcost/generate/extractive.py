@@ -40,6 +40,10 @@ def extract(question: str, prompt: Prompt, sentences: int) -> tuple[str, list[in
             overlap = len(q & _words(sent))
             scored.append((overlap + 0.5 / n, order, n, sent))
             order += 1
+    # an overlapping window that starts inside a sentence holds its tail ("return value to the target ..."):
+    # a sentence found whole in another candidate is that one's fragment, and only the whole one is said
+    texts = [t[3] for t in scored]
+    scored = [t for t in scored if not any(t[3] != o and t[3] in o for o in texts)]
     if not scored:
         return "No passages were retrieved, so there is nothing to answer from.", []
     best = sorted(scored, key=lambda t: (-t[0], t[1]))[:sentences]

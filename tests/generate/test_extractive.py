@@ -48,3 +48,14 @@ def test_the_title_line_the_chunker_put_before_a_window_is_no_sentence_and_not_r
     assert "context-managers" not in text and "The with statement calls __exit__ at the end. [1]" in text
     prompt = build_prompt("q", [hit], BackendParams(backend="extractive"))
     assert prompt.user.count("context-managers") == 1 and "[1] context-managers\nreturn value" in prompt.user
+
+
+def test_the_tail_of_a_sentence_that_an_overlapping_window_starts_inside_is_not_said_again():
+    from ragcost.generate.extractive import extract
+    from ragcost.generate.prompt import Prompt
+    from ragcost.records import Hit
+
+    whole = "The with statement binds the return value to the target in the as clause."
+    hits = [Hit(1, "a", 0.9, "", f"Intro. {whole}"), Hit(2, "a", 0.8, "", "return value to the target in the as clause. More.")]
+    text, used = extract("with statement return value target as clause", Prompt("s", "u", hits), sentences=2)
+    assert text.count("return value to the target") == 1 and f"{whole} [1]" in text and used == [1]
