@@ -1,10 +1,10 @@
 """ragcost's embed stage vs sentence-transformers' own ``encode``, and each embedding runtime, on the same texts.
 
-    python -m bench.embed [--texts 200 --batch-size 64 --repeats 3 --runtimes torch,onnx,onnx-int8,static]
+    python -m bench.embed [--texts 200 --batch-size 64 --repeats 3 --runtimes torch,onnx,onnx-int8,torch-bf16,static]
 
 Runtimes (``runtimes`` rows): the registered embedders built from the same packaged MiniLM --
 ``torch`` (sentence-transformers), ``onnx`` (ONNX Runtime, fp32 export), ``onnx-int8`` (dynamic int8),
-``static`` (model2vec distilled). Each row: texts/s (median over repeats, runtimes interleaved, each
+``torch-bf16`` (sentence-transformers computing in bfloat16), ``static`` (model2vec distilled). Each row: texts/s (median over repeats, runtimes interleaved, each
 after one warm-up call), and the cosine of its vectors with torch's on the same texts (mean, min).
 Exports and distillations are built at first use into ``$RAGCOST_CACHE`` (not timed here).
 
@@ -52,6 +52,7 @@ RUNTIMES: dict[str, dict[str, Any]] = {
     "torch": {"type": "sentence-transformers"},
     "onnx": {"type": "onnx"},
     "onnx-int8": {"type": "onnx", "onnx": {"quantize": "int8"}},
+    "torch-bf16": {"type": "sentence-transformers", "dtype": "bfloat16"},
     "static": {"type": "static"},
 }
 
@@ -93,7 +94,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--texts", type=int, default=200)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--runtimes", default="torch,onnx,onnx-int8,static", help="comma-separated: " + ",".join(RUNTIMES))
+    ap.add_argument("--runtimes", default="torch,onnx,onnx-int8,torch-bf16,static", help="comma-separated: " + ",".join(RUNTIMES))
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     t0 = time.perf_counter()

@@ -65,6 +65,10 @@ class EmbedConfig(Strict):
     model: str = Field("all-MiniLM-L6-v2", description="a packaged model name or a local model folder; nothing is downloaded")
     dim: Optional[int] = Field(None, ge=8, description="truncate to this many dimensions and re-normalise; default: the model's")
     precision: Literal["float32", "float16", "int8", "binary"] = Field("float32", description="how the index stores vectors")
+    dtype: Literal["float32", "bfloat16"] = Field(
+        "float32", description="the number format the model computes in (type sentence-transformers): bfloat16 is about "
+                               "3x float32's texts/s on a CPU with AMX or AVX-512 BF16, with vectors within cosine 0.9999 "
+                               "of float32's, and slower than float32 on a CPU without them")
     batch_size: int = Field(64, ge=1, description="texts per encode batch")
     device: Literal["cpu", "cuda", "auto"] = Field("auto", description="auto = cuda when available")
     resource: Optional[str] = Field(None, description="price-book resource; default: the pipeline's")
@@ -76,6 +80,9 @@ class EmbedConfig(Strict):
         for key in ("onnx", "static"):
             if getattr(self, key) is not None and self.type != key:
                 raise ValueError(f"{key} options are set but type is {self.type!r}; set type: {key} or remove {key}")
+        if self.dtype != "float32" and self.type != "sentence-transformers":
+            raise ValueError(f"dtype {self.dtype} is for type sentence-transformers, not {self.type!r}; remove dtype "
+                             "(for a faster onnx runtime use onnx: {quantize: int8})")
         return self
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import warnings
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -73,7 +76,15 @@ class SentenceTransformersEmbedder(Embedder):
             return
         SentenceTransformer = sentence_transformers_class("SentenceTransformer", "the sentence-transformers embedder")
         device = torch_device(self.config.device)
-        self._model = SentenceTransformer(str(self.path), device=device, local_files_only=True)
+        extra: dict[str, Any] = {}
+        if self.config.dtype == "bfloat16":
+            import torch
+
+            extra["model_kwargs"] = {"dtype": torch.bfloat16}
+            if device == "cpu" and native_bf16() is False:
+                warnings.warn("embed.dtype bfloat16: this CPU has neither AMX nor AVX-512 BF16, so bfloat16 runs emulated "
+                              "and slower than float32; use dtype: float32 here", RuntimeWarning, stacklevel=2)
+        self._model = SentenceTransformer(str(self.path), device=device, local_files_only=True, **extra)
 
     @property
     def model(self) -> Any:
@@ -95,7 +106,10 @@ class SentenceTransformersEmbedder(Embedder):
             convert_to_numpy=True,
             show_progress_bar=False,
         )
-        return np.ascontiguousarray(out, dtype=np.float32)
+        out = np.ascontiguousarray(out, dtype=np.float32)
+        if self.config.dtype != "float32":  # normalised in bfloat16: a norm off 1 by ~1e-3; normalise in float32
+            out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        return out
 
     @cached_property
     def native_dim(self) -> int:
@@ -115,7 +129,22 @@ class SentenceTransformersEmbedder(Embedder):
         return AutoTokenizer.from_pretrained(str(self.path), local_files_only=True)
 
     def fingerprint(self) -> str:
-        return source_fingerprint(self.path)
+        """The model files' hash; with another dtype than float32 the dtype too (its vectors differ slightly)."""
+        fp = source_fingerprint(self.path)
+        if self.config.dtype == "float32":
+            return fp  # as before the option existed: stores made then stay valid
+        return hashlib.sha256(json.dumps({"source": fp, "dtype": self.config.dtype}, sort_keys=True).encode()).hexdigest()
+
+
+def native_bf16() -> bool | None:
+    """Whether this CPU computes bfloat16 natively (AMX or AVX-512 BF16); None when torch cannot tell."""
+    import torch
+
+    probes = [getattr(torch.cpu, name, None) for name in ("_is_amx_tile_supported", "_is_avx512_bf16_supported")]
+    probes = [p for p in probes if callable(p)]
+    if not probes:
+        return None
+    return any(bool(p()) for p in probes)
 
 
 def source_fingerprint(path: Path) -> str:

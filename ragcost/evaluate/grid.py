@@ -42,23 +42,30 @@ def chunking_label(ch: ChunkingConfig, size: int) -> str:
 
 
 def embed_label(e: EmbedConfig) -> str:
-    """``onnx``, ``onnx int8``, ``static pca256``, ``sentence-transformers:/models/e5``: what changes the vectors."""
+    """``onnx``, ``onnx int8``, ``static pca256``, ``sentence-transformers bf16``, ``sentence-transformers:/models/e5``:
+    what changes the vectors."""
     label = e.type if e.model == EmbedConfig().model else f"{e.type}:{e.model}"
     if e.onnx is not None and e.onnx.quantize != "none":
         label += f" {e.onnx.quantize}"
     if e.static is not None:
         label += f" pca{e.static.pca_dims}" if e.static.pca_dims else " no-pca"
+    if e.dtype != "float32":
+        label += " bf16" if e.dtype == "bfloat16" else f" {e.dtype}"
     return label
+
+
+# embed keys that belong to one runtime (type): they do not carry over to another type
+RUNTIME_OPTIONS = ("onnx", "static", "dtype")
 
 
 def embed_entry(base: EmbedConfig, entry: EmbedConfig) -> EmbedConfig:
     """A grid entry over the pipeline's embed: the keys the entry sets win, the rest are the pipeline's,
-    except its runtime options (``onnx:``, ``static:``), which carry over only to an entry of its type.
+    except its runtime options (``onnx:``, ``static:``, ``dtype``), which carry over only to an entry of its type.
     Validated as a whole, so nested options are models, never the raw dicts ``model_copy`` would leave."""
     merged, own = _set(base), _set(entry)
     if own.get("type", base.type) != base.type:
-        merged.pop("onnx", None)
-        merged.pop("static", None)
+        for key in RUNTIME_OPTIONS:
+            merged.pop(key, None)
     merged.update(own)
     return EmbedConfig.model_validate(merged)
 

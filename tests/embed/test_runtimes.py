@@ -87,6 +87,53 @@ class TestOnnxInt8Embedder(EmbedderContract):
         assert float(np.min(np.sum(int8.embed(TEXTS) * torch_vectors, axis=1))) > 0.98
 
 
+class TestBfloat16Embedder(EmbedderContract):
+    """sentence-transformers computing in bfloat16: the torch runtime, another number format."""
+
+    @pytest.fixture(scope="class")
+    def bf16(self):
+        return _warm(dtype="bfloat16")
+
+    @pytest.fixture
+    def embedder(self, bf16):
+        return bf16
+
+    def test_the_same_text_gets_the_same_vector_alone_or_in_a_batch(self, embedder):
+        # bfloat16 rounds partial sums, and a batch's padding changes how the kernels block them: the
+        # vector moves in its last digits (float32's contract asks 1e-5 per component), not in direction.
+        alone = embedder.embed([TEXTS[1]])[0]
+        batch = embedder.embed(TEXTS)[1]
+        assert float(alone @ batch) > 0.999
+
+    def test_the_model_computes_in_bfloat16_and_the_vectors_stay_those_of_float32(self, bf16):
+        import torch
+
+        assert next(bf16.model.parameters()).dtype == torch.bfloat16
+        torch_vectors = make_embedder(EmbedConfig(device="cpu")).embed(TEXTS)
+        assert float(np.min(np.sum(bf16.embed(TEXTS) * torch_vectors, axis=1))) > 0.999
+
+    def test_its_fingerprint_is_not_float32s_and_float32s_is_the_model_files_alone(self, bf16):
+        from ragcost.embed.sentence_transformers import source_fingerprint
+
+        f32 = make_embedder(EmbedConfig(device="cpu"))
+        assert f32.fingerprint() == source_fingerprint(f32.path)  # stores made before dtype existed stay valid
+        assert bf16.fingerprint() != f32.fingerprint()
+
+    def test_is_named_by_its_dtype_in_an_eval_grid(self):
+        from ragcost.evaluate.grid import embed_entry, embed_label
+
+        assert embed_label(EmbedConfig(dtype="bfloat16")) == "sentence-transformers bf16"
+        merged = embed_entry(EmbedConfig(dtype="bfloat16"), EmbedConfig(type="onnx"))  # an onnx entry over a bf16 pipeline
+        assert merged.type == "onnx" and merged.dtype == "float32"
+
+    def test_a_cpu_without_native_bfloat16_is_warned_about(self, monkeypatch):
+        import ragcost.embed.sentence_transformers as st
+
+        monkeypatch.setattr(st, "native_bf16", lambda: False)
+        with pytest.warns(RuntimeWarning, match=r"embed.dtype bfloat16: this CPU has neither AMX nor AVX-512 BF16"):
+            _warm(dtype="bfloat16")
+
+
 class TestStaticEmbedder(EmbedderContract):
     @pytest.fixture(scope="class")
     def static(self, tiny):
@@ -105,7 +152,7 @@ class TestStaticEmbedder(EmbedderContract):
 
 class TestFingerprint:
     def test_each_runtime_and_option_has_its_own_fingerprint(self, tiny):
-        configs = [{}, {"type": "onnx"}, {"type": "onnx", "onnx": {"quantize": "int8"}},
+        configs = [{}, {"dtype": "bfloat16"}, {"type": "onnx"}, {"type": "onnx", "onnx": {"quantize": "int8"}},
                    {"type": "static"}, {"type": "static", "static": {"pca_dims": 64}}]
         fps = [make_embedder(EmbedConfig(model=tiny, **c)).fingerprint() for c in configs]
         assert len(set(fps)) == len(fps)
@@ -140,6 +187,8 @@ class TestErrors:
     def test_options_of_another_type_are_refused(self):
         with pytest.raises(ValueError, match=r"onnx options are set but type is 'sentence-transformers'; set type: onnx"):
             EmbedConfig(onnx={"quantize": "int8"})
+        with pytest.raises(ValueError, match=r"dtype bfloat16 is for type sentence-transformers, not 'onnx'; remove dtype"):
+            EmbedConfig(type="onnx", dtype="bfloat16")
 
     def test_cuda_is_refused_for_cpu_runtimes(self, tiny):
         with pytest.raises(ConfigError, match=r"embed.device 'cuda': embed.type onnx runs on the CPU"):

@@ -94,6 +94,26 @@ class TestTune:
             assert (ic.backend, ic.kind, dict(ic.build), dict(ic.search)) == (r.backend, r.kind, dict(r.build), dict(r.search)), r.name
 
 
+    def test_a_choice_on_another_runtime_drops_the_old_runtimes_options(self, tuned, tmp_path):
+        import dataclasses
+
+        import yaml
+
+        from ragcost.config.pipeline import EmbedConfig
+        from ragcost.evaluate.tune_write import write_choice
+
+        folder, _, _, full = tuned
+        cfg = yaml.safe_load((folder / "pipe.yaml").read_text())  # JSON, or the YAML an earlier test wrote
+        pipe = tmp_path / "pipe.yaml"
+        pipe.write_text(yaml.safe_dump({**cfg, "embed": {"type": "sentence-transformers", "dtype": "bfloat16", "batch_size": 16}}))
+        r = dataclasses.replace(full.ok()[0], embed={"type": "onnx", "onnx": {"quantize": "int8"}})
+        write_choice(pipe, r, "test")
+        embed = yaml.safe_load(pipe.read_text())["embed"]
+        assert embed["type"] == "onnx" and embed["onnx"] == {"quantize": "int8"} and "dtype" not in embed
+        assert embed["batch_size"] == 16  # what is not a runtime's own stays
+        EmbedConfig.model_validate(embed)  # and the pipeline's embed is valid again
+
+
 class TestDominanceBound:
     """The bound that prunes a build must never exceed what the eval charges that build at the same useful count:
     an overestimate skips configurations that are in fact cheaper."""
