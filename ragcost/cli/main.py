@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Optional
+from typing import Callable, Optional
 
 import typer
 
@@ -50,6 +50,20 @@ def _say(message: str) -> None:
     print(f"error: {terminal_safe(message, one_line=True)}", file=sys.stderr)
 
 
+def _one_line_warnings(previous: Callable[..., None]) -> Callable[..., None]:
+    """ragcost's own warnings as one ``warning: <message>`` line on stderr, like its errors; others go to ``previous``."""
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        if f"{os.sep}ragcost{os.sep}" not in str(filename):
+            previous(message, category, filename, lineno, file, line)
+            return
+        from ragcost.cli.text import terminal_safe
+
+        print(f"warning: {terminal_safe(str(message), one_line=True)}", file=file or sys.stderr)
+
+    return show
+
+
 def user_input_error(e: BaseException) -> Optional[str]:
     """A one-line message for an exception caused by the user's input or environment, or None for a bug."""
     if isinstance(e, UnicodeDecodeError):
@@ -83,6 +97,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     _register()
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    import warnings
+
+    previous = warnings.showwarning
+    warnings.showwarning = _one_line_warnings(previous)
+    try:
+        return _run(argv, debug)
+    finally:
+        warnings.showwarning = previous
+
+
+def _run(argv: Optional[list[str]], debug: bool) -> int:
     try:
         # standalone_mode=False: typer *returns* the exit code of Exit, and 130 for Ctrl-C.
         rc = app(args=argv, standalone_mode=False, prog_name="ragcost")
