@@ -31,8 +31,11 @@ def extract(question: str, prompt: Prompt, sentences: int) -> tuple[str, list[in
     scored: list[tuple[float, int, int, str]] = []
     seen: set[str] = set()  # overlapping chunks repeat sentences: each is said once, from its best-ranked chunk
     order = 0
+    edges: set[str] = set()  # a window's first and last sentence: where a window cuts a sentence in two
     for n, hit in enumerate(prompt.sources, 1):
-        for sent in SENTENCE.split(" ".join(hit.passage.split())):  # the chunk's title line is no sentence
+        sents = SENTENCE.split(" ".join(hit.passage.split()))  # the chunk's title line is no sentence
+        edges.update(x.strip() for x in (sents[0], sents[-1]))
+        for sent in sents:
             sent = sent.strip()
             if len(sent) < 3 or sent in seen:
                 continue
@@ -40,10 +43,10 @@ def extract(question: str, prompt: Prompt, sentences: int) -> tuple[str, list[in
             overlap = len(q & _words(sent))
             scored.append((overlap + 0.5 / n, order, n, sent))
             order += 1
-    # an overlapping window that starts inside a sentence holds its tail ("return value to the target ..."):
-    # a sentence found whole in another candidate is that one's fragment, and only the whole one is said
+    # an overlapping window that starts (or ends) inside a sentence holds a piece of it ("return value to the
+    # target ..."): an edge sentence found whole inside another candidate is such a piece; only the whole is said
     texts = [t[3] for t in scored]
-    scored = [t for t in scored if not any(t[3] != o and t[3] in o for o in texts)]
+    scored = [t for t in scored if t[3] not in edges or not any(t[3] != o and t[3] in o for o in texts)]
     if not scored:
         return "No passages were retrieved, so there is nothing to answer from.", []
     best = sorted(scored, key=lambda t: (-t[0], t[1]))[:sentences]
