@@ -216,9 +216,12 @@ def _drop_what_another_model_made(pipe: Pipeline, store, chunker, summary: Index
         )
         stored = list(store.doc_hashes())
         if what == ["chunk_title"]:
-            before = chunker.with_title(old.get("chunk_title", LEGACY_TITLE)).chunk_documents(docs)
-            now = chunker.chunk_documents(docs)
-            same = {d.id for d, a, b in zip(docs, before, now) if [c.text for c in a] == [c.text for c in b]}
+            was = chunker.with_title(old.get("chunk_title", LEGACY_TITLE))
+            same: set[str] = set()
+            for i in range(0, len(docs), 1000):  # in parts: two chunkings of a whole corpus need not be in memory
+                part = docs[i:i + 1000]
+                same.update(d.id for d, a, b in zip(part, was.chunk_documents(part), chunker.chunk_documents(part))
+                            if [c.text for c in a] == [c.text for c in b])
             stale = [i for i in stored if i not in same]
             summary.re_embed_reason += (f"; the {len(stale)} document(s) whose chunks it changes were re-embedded, "
                                         f"the other {len(stored) - len(stale)} kept their vectors")
