@@ -66,8 +66,8 @@ class EmbedConfig(Strict):
     dim: Optional[int] = Field(None, ge=8, description="truncate to this many dimensions and re-normalise; default: the model's")
     precision: Literal["float32", "float16", "int8", "binary"] = Field("float32", description="how the index stores vectors")
     dtype: Literal["float32", "bfloat16"] = Field(
-        "float32", description="the number format the model computes in (type sentence-transformers): bfloat16 is about "
-                               "3x float32's texts/s on a CPU with AMX or AVX-512 BF16, with vectors within cosine 0.9999 "
+        "float32", description="the number format the model computes in (type sentence-transformers): bfloat16 ran at "
+                               "2.8x float32's texts/s on a CPU with AMX (bench.embed), with vectors within cosine 0.9999 "
                                "of float32's, and slower than float32 on a CPU without them")
     batch_size: int = Field(64, ge=1, description="texts per encode batch")
     device: Literal["cpu", "cuda", "auto"] = Field("auto", description="auto = cuda when available")
