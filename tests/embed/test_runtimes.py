@@ -66,6 +66,7 @@ class TestOnnxEmbedder(EmbedderContract):
 
 
 class TestOnnxInt8Embedder(EmbedderContract):
+    batch_cosine = 0.99  # activations are scaled per batch tensor: the vector keeps its direction
     @pytest.fixture(scope="class")
     def int8(self):
         pytest.importorskip("onnxruntime")
@@ -75,13 +76,6 @@ class TestOnnxInt8Embedder(EmbedderContract):
     def embedder(self, int8):
         return int8
 
-    def test_the_same_text_gets_the_same_vector_alone_or_in_a_batch(self, embedder):
-        # Dynamic quantisation scales activations per batch tensor, so a vector depends slightly on the
-        # texts embedded beside it (and their padding); it stays the same direction.
-        alone = embedder.embed([TEXTS[1]])[0]
-        batch = embedder.embed(TEXTS)[1]
-        assert float(alone @ batch) > 0.99
-
     def test_vectors_stay_close_to_the_torch_runtime(self, int8):
         torch_vectors = make_embedder(EmbedConfig(device="cpu")).embed(TEXTS)
         assert float(np.min(np.sum(int8.embed(TEXTS) * torch_vectors, axis=1))) > 0.98
@@ -90,6 +84,8 @@ class TestOnnxInt8Embedder(EmbedderContract):
 class TestBfloat16Embedder(EmbedderContract):
     """sentence-transformers computing in bfloat16: the torch runtime, another number format."""
 
+    batch_cosine = 0.999  # the vector moves in its last digits, not in direction
+
     @pytest.fixture(scope="class")
     def bf16(self):
         return _warm(dtype="bfloat16")
@@ -97,13 +93,6 @@ class TestBfloat16Embedder(EmbedderContract):
     @pytest.fixture
     def embedder(self, bf16):
         return bf16
-
-    def test_the_same_text_gets_the_same_vector_alone_or_in_a_batch(self, embedder):
-        # bfloat16 rounds partial sums, and a batch's padding changes how the kernels block them: the
-        # vector moves in its last digits (float32's contract asks 1e-5 per component), not in direction.
-        alone = embedder.embed([TEXTS[1]])[0]
-        batch = embedder.embed(TEXTS)[1]
-        assert float(alone @ batch) > 0.999
 
     def test_the_model_computes_in_bfloat16_and_the_vectors_stay_those_of_float32(self, bf16):
         import torch
