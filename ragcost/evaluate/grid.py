@@ -58,16 +58,22 @@ def embed_label(e: EmbedConfig) -> str:
 RUNTIME_OPTIONS = ("onnx", "static", "dtype")
 
 
-def embed_entry(base: EmbedConfig, entry: EmbedConfig) -> EmbedConfig:
-    """A grid entry over the pipeline's embed: the keys the entry sets win, the rest are the pipeline's,
-    except its runtime options (``onnx:``, ``static:``, ``dtype``), which carry over only to an entry of its type.
-    Validated as a whole, so nested options are models, never the raw dicts ``model_copy`` would leave."""
-    merged, own = _set(base), _set(entry)
-    if own.get("type", base.type) != base.type:
+def merge_embed(base: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
+    """``own``'s embed keys over ``base``'s; ``base``'s runtime options (``onnx:``, ``static:``, ``dtype``)
+    carry over only when ``own`` keeps its type (a grid entry over the pipeline; a tune choice written back)."""
+    default = EmbedConfig.model_fields["type"].default
+    merged = dict(base)
+    if own.get("type", base.get("type", default)) != base.get("type", default):
         for key in RUNTIME_OPTIONS:
             merged.pop(key, None)
     merged.update(own)
-    return EmbedConfig.model_validate(merged)
+    return merged
+
+
+def embed_entry(base: EmbedConfig, entry: EmbedConfig) -> EmbedConfig:
+    """A grid entry over the pipeline's embed (:func:`merge_embed`), validated as a whole, so nested
+    options are models, never the raw dicts ``model_copy`` would leave."""
+    return EmbedConfig.model_validate(merge_embed(_set(base), _set(entry)))
 
 
 def variants(spec: Any, pipe: Any) -> list[Variant]:

@@ -53,14 +53,9 @@ def write_choice(pipeline_path: Path, chosen: Any, note: str) -> list[str]:
     doc = y.load(text)
     if not isinstance(doc, dict):
         raise ConfigError(f"{pipeline_path}: not a YAML mapping; --write edits a pipeline file")
-    from ragcost.config.pipeline import EmbedConfig
-    from ragcost.evaluate.grid import RUNTIME_OPTIONS
+    from ragcost.evaluate.grid import merge_embed
 
-    embed = dict(doc.get("embed") or {})
-    default_type = EmbedConfig.model_fields["type"].default
-    if chosen.embed.get("type", default_type) != embed.get("type", default_type):  # the old runtime's options go
-        embed = {k: v for k, v in embed.items() if k not in RUNTIME_OPTIONS}
-    embed.update({k: v for k, v in chosen.embed.items() if k not in ("dim", "precision")})
+    embed = merge_embed(dict(doc.get("embed") or {}), {k: v for k, v in chosen.embed.items() if k not in ("dim", "precision")})
     embed.update(dim=int(chosen.dim), precision=chosen.precision)
     values = {"embed": embed, "chunking": {**dict(doc.get("chunking") or {}), **chosen.chunking},
               "index": _index_value(chosen, pipeline_path, doc.get("index"))}
