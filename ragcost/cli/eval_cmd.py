@@ -24,8 +24,21 @@ def _with_ci(v: Optional[float], ci: Optional[list], spec: str = ".4f") -> str:
     return f"{v:{spec}} [{ci[0]:{spec}}, {ci[1]:{spec}}]" if ci else f"{v:{spec}}"
 
 
+def _span(ci: Optional[list], spec: str = ".3f") -> str:
+    """``0.617–0.704``: an interval compact enough for a table cell ('' when there is none)."""
+    return f"{ci[0]:{spec}}–{ci[1]:{spec}}" if ci else ""
+
+
+def _rel_span(v: Optional[float], ci: Optional[list]) -> str:
+    """A $ interval as its ends relative to the value: ``-7%/+8%``."""
+    if not ci or not v:
+        return ""
+    return f"{ci[0] / v - 1:+.0%}/{ci[1] / v - 1:+.0%}"
+
+
 def results_table(run: Any) -> Any:
-    """The terminal table: one row per measured configuration, best quality first; [lo, hi] = 95% bootstrap interval."""
+    """The terminal table: one row per measured configuration, best quality first, and under it a dim row
+    with each figure's 95% bootstrap interval over the queries ($: its ends relative to the value)."""
     from rich.table import Table
 
     q, k0 = run.quality, run.k[0]
@@ -36,20 +49,22 @@ def results_table(run: Any) -> Any:
     t.add_column("config", no_wrap=True)
     for c in cols:
         base, _, cut = c.partition("@")
-        t.add_column(f"{short.get(base, base)}@{cut}", justify="right")
+        t.add_column(f"{short.get(base, base)}@{cut}", justify="right", no_wrap=True)
     for h in ("p50 ms", "p95 ms", "p99 ms", "QPS 1/batch", "build s", "B/vec", "RAM MB", "$/1k q", "$/useful", ""):
-        t.add_column(h, justify="right")
+        t.add_column(h, justify="right", no_wrap=h in ("$/1k q", "$/useful"))
     for r in sorted(run.ok(), key=lambda r: -r.metrics.get(q, 0)):
         mark = "★ pick" if r.recommended else "◆ front" if r.pareto else ""  # pick: cheapest within the quality margin, not the top score
         t.add_row(
-            _m(r.name), *(_with_ci(r.metrics.get(c, float('nan')), r.ci.get(c)) for c in cols),
+            _m(r.name), *(f"{r.metrics.get(c, float('nan')):.4f}" for c in cols),
             f"{r.p50_ms:.3f}", f"{r.p95_ms:.3f}", f"{r.p99_ms:.3f}", f"{r.qps_single:,.0f}/{r.qps_batch:,.0f}",
             f"{r.build_seconds:.2f}", f"{r.bytes_per_vector:,.0f}", f"{r.index_bytes / 1e6:.1f}",
-            f"{r.usd_per_1k_queries:.5f}",
-            _money(r.usd_per_useful) + (f" [{r.ci['usd_per_useful'][0]:.3g}, {r.ci['usd_per_useful'][1]:.3g}]" if "usd_per_useful" in r.ci else ""),
-            mark,
+            f"{r.usd_per_1k_queries:.5f}", _money(r.usd_per_useful), mark,
             style="bold green" if r.recommended else None,
         )
+        if r.ci:
+            t.add_row("  95% CI", *(_span(r.ci.get(c)) for c in cols), *([""] * 7),
+                      _rel_span(r.usd_per_1k_queries, r.ci.get("usd_per_1k_queries")),
+                      _rel_span(r.usd_per_useful, r.ci.get("usd_per_useful")), "", style="dim")
     return t
 
 
@@ -245,11 +260,11 @@ def _print_results(out: Any, run: Any) -> Any:
             out.print(f"  {_m(r.name)}: {_m(r.status)}: {_m(r.reason)}", highlight=False)
     rec = next((r for r in run.ok() if r.recommended), None)
     if rec:
-        how = ("cheapest by $ per useful document, where the saving is significant, " if (run.intervals or {}).get("resamples")
-               else "cheapest by $ per useful document ")
-        out.print(f"recommended: [bold]{_m(rec.name)}[/] — {how}({_money(rec.usd_per_useful)}) "
-                  f"within {run.within_pct:g}% of the best {run.quality} ({_with_ci(rec.metrics[run.quality], rec.ci.get(run.quality))})",
-                  highlight=False)
+        how = (f"within {run.within_pct:g}% of the best {run.quality} by its interval, and no other significantly cheaper "
+               "(a saving inside the noise does not beat quality)" if (run.intervals or {}).get("resamples")
+               else f"cheapest by $ per useful document within {run.within_pct:g}% of the best {run.quality}")
+        out.print(f"recommended: [bold]{_m(rec.name)}[/] — {_m(run.quality)} {_m(_with_ci(rec.metrics[run.quality], rec.ci.get(run.quality)))}, "
+                  f"{_money(rec.usd_per_useful)} per useful document; {_m(how)}", highlight=False)
         _print_versus(out, run, rec)
         out.print(stage_table(rec))
         out.print(f"useful threshold for {_m(rec.name)}: {_m(calibration_line(rec))}", highlight=False)
@@ -273,7 +288,7 @@ def _print_versus(out: Any, run: Any, rec: Any) -> None:
     iv = run.intervals or {}
     if not iv.get("resamples"):
         return
-    out.print(f"[lo, hi]: {iv['level']:.0%} percentile bootstrap over {iv['queries']} queries ({iv['resamples']} resamples, "
+    out.print(_m("95% CI, [lo, hi]: ") + f"{iv['level']:.0%} percentile bootstrap over {iv['queries']} queries ({iv['resamples']} resamples, "
               f"seed {iv['seed']}); $ intervals include the spread of the repeated timing rounds", highlight=False)
     best = max(run.ok(), key=lambda r: (r.metrics.get(run.quality, float("-inf")), -r.bytes_per_vector))
     if best is not rec:

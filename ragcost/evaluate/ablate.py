@@ -118,10 +118,10 @@ def ablation_row(full: ConfigResult, without: ConfigResult, stage: StageSpec, qu
     word = "better" if p.diff.estimate > 0 else "worse"
     delta_text = f"{p.diff.estimate:+.4f} {quality} [{p.diff.lo:+.4f}, {p.diff.hi:+.4f}]"
     usd_text = f"{d_usd / nq:+.3g} $/query ({rel:+.1%})"
-    marginal_text = (f"${marginal:.3g}" if marginal is not None else
-                     ("no marginal useful document" if d_useful == 0 else f"{d_useful:+d} useful documents"))
-    line = (f"{stage.label}: {delta_text} for {rel:+.1%} $" + (f" (p={p.p:.2g})" if p.p is not None else "")
-            + f": {word if p.significant else 'not significant'}; $ per marginal useful document {marginal_text}")
+    marginal_text = (f"${marginal:.3g} per marginal useful document ({d_useful:+d})" if marginal is not None else
+                     f"no marginal useful document ({d_useful:+d})")
+    line = (f"{stage.label}: {delta_text} for {rel:+.1%} $ ({d_usd / nq:+.3g} $/query), p={p.p:.2g}: "
+            f"{word if p.significant else 'not significant'}; {marginal_text}")
     return {"stage": stage.label, "config": without.name, "quality": quality, "delta": p.diff.estimate,
             "ci": p.diff.to_list(), "p": p.p, "significant": p.significant, "delta_usd_per_query": d_usd / nq,
             "delta_usd_rel": rel, "delta_useful": d_useful, "usd_per_marginal_useful": marginal,

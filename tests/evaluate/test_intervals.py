@@ -192,7 +192,7 @@ class TestAblate:
         assert main(["eval", str(spec), "--ablate", "--no-ledger", "--cache-dir", str(folder / "cache"), "--html", str(html)]) == 0
         out = capsys.readouterr().out
         assert "full pipeline" in out and "without hybrid" in out and "without guard (query: pii, prompt_injection)" in out
-        lines = [x for x in out.splitlines() if "$ per marginal useful document" in x]
+        lines = [x for x in out.splitlines() if "marginal useful document" in x]
         assert len(lines) == 2 and all("nDCG" in x or "ndcg@10" in x for x in lines)
         assert all("[" in x and ("significant" in x or "better" in x or "worse" in x) for x in lines)
         assert "Stage ablation" in html.read_text()
@@ -224,3 +224,12 @@ class TestAblate:
         assert main(["eval", str(spec), "--ablate", "--no-ledger", "--cache-dir", str(tmp_path / "cache")]) == 1
         err = [x for x in capsys.readouterr().err.splitlines() if not re.match(r"^[\w ]+: \d+/", x)]  # progress lines aside
         assert len(err) == 1 and "8 judged queries" in err[0] and "at least 10" in err[0]
+
+
+def test_json_prints_every_figure_with_its_interval_and_nothing_else(evaluated, capsys):
+    folder, spec, _ = evaluated
+    assert main(["eval", str(spec), "--json", "--no-ledger", "--cache-dir", str(folder / "cache")]) == 0
+    d = json.loads(capsys.readouterr().out)
+    ok = [r for r in d["results"] if r["status"] == "ok"]
+    assert ok and all({"ndcg@10", "usd_per_useful"} <= set(r["ci"]) for r in ok)
+    assert d["intervals"]["resamples"] >= 1000 and "per_query" not in ok[0]
