@@ -46,7 +46,9 @@ def scatter(points: Sequence[dict], x_label: str, y_label: str, title: str, log_
     if not pts:
         out.append(f'<text x="{W / 2}" y="{H / 2}" text-anchor="middle">no measured configurations</text></svg>')
         return "".join(out)
-    xs, ys = [p["x"] for p in pts], [p["y"] for p in pts]
+    # the axes hold the error bars too, not only the points
+    xs = [v for p in pts for v in (p["x"], p.get("xlo"), p.get("xhi")) if v is not None and (not log_x or v > 0)]
+    ys = [v for p in pts for v in (p["y"], p.get("ylo"), p.get("yhi")) if v is not None]
     x0, x1 = min(xs), max(xs)
     log_x = log_x and x1 / x0 > 20  # a narrow range reads better, and gets ticks, on a linear axis
     x_label = x_label if log_x else x_label.replace(" (log)", "")
@@ -191,7 +193,8 @@ td:first-child,th:first-child{{text-align:left;white-space:nowrap}} tr.front td{
 pipeline <b>{_esc(run.pipeline)}</b> (model dim {run.native_dim}); price book {_esc(run.price_book_version)};
 query embedding {run.query_embed_ms:.1f} ms/query; run {_esc(run.run_id or "(not recorded)")} at {_esc(run.started_at)}, {run.wall_seconds:.0f} s.</p>
 <p>Quality is <b>{_esc(q)}</b>. Pareto front over ({_esc(q)} &uarr;, $ per useful document &darr;, p95 latency &darr;).
-Recommendation (cheapest by $ per useful document within {run.within_pct:g}% of the best {_esc(q)}):
+Recommendation (cheapest by $ per useful document within {run.within_pct:g}% of the best {_esc(q)}; with intervals: within
+by the interval of its quality relative to the best, and cheaper only where the saving is significant):
 <b>{_esc(rec.name if rec else "none")}</b>. A useful document is one in the top {k0} with qrels score &ge; 1.</p>
 {_interval_note(run)}
 {"<ul>" + warn + "</ul>" if warn else ""}
