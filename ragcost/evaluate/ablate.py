@@ -4,7 +4,9 @@ The spec's pipeline runs over the spec's judged queries on its own index config 
 the eval cache's vectors): retrieval as `ragcost eval` times it (the retrieve stage's k
 documents), then the pipeline's later stages in order, run by the same runner as `ragcost query`
 (priced by the same price book). Then once more without each optional stage (rerank -- hybrid,
-rescore, cross-encoder --, guard, cache, route), every other stage kept. Per stage removed:
+rescore, cross-encoder --, guard), every other stage kept. A cache or route stage is refused in
+one line: both need the generate stage (and a cache its cache_write), which eval does not run.
+Per stage removed:
 
 - Δquality = full - without, paired over the same queries (bootstrap interval, sign-flip p);
 - Δ$ per query and its share of the without-run's $;
@@ -28,6 +30,7 @@ from ragcost.evaluate.run import DEFAULT_CACHE, ConfigResult, EvalRun, Progress,
 from ragcost.evaluate.spec import Candidate, LoadedSpec
 
 OPTIONAL = ("rerank", "guard", "cache", "route")
+NOT_RUN = ("cache", "route")  # named so the refusal can say why; they need generation, which eval does not measure
 
 
 @dataclass
@@ -72,6 +75,11 @@ def run_ablation(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Prog
         if retrieve is None:
             raise ConfigError(f"--ablate: {ls.pipeline_path}: the pipeline has no retrieve stage to evaluate (stages: {names})")
         optional = optional_stages(specs)
+        unrun = [o for o in optional if o.cls.type in NOT_RUN]
+        if unrun:
+            raise ConfigError(f"--ablate: {ls.pipeline_path}: stage {unrun[0].label!r}: eval does not run a {unrun[0].cls.type} "
+                              "stage yet (it needs the generate stage and the cache_write after it, which eval does not "
+                              "measure); ablate a copy of the pipeline without it")
         if not optional:
             raise ConfigError(f"--ablate: {ls.pipeline_path}: no optional stage to remove (stages: {names}); add a "
                               "rerank (e.g. {type: rerank, backend: hybrid}), guard, cache or route stage, or drop --ablate")

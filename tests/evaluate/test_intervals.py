@@ -233,3 +233,13 @@ def test_json_prints_every_figure_with_its_interval_and_nothing_else(evaluated, 
     ok = [r for r in d["results"] if r["status"] == "ok"]
     assert ok and all({"ndcg@10", "usd_per_useful"} <= set(r["ci"]) for r in ok)
     assert d["intervals"]["resamples"] >= 1000 and "per_query" not in ok[0]
+
+
+def test_ablate_refuses_a_cache_stage_in_one_line(tmp_path, capsys):
+    write_beir(tmp_path / "data" / "synth", n_docs=160)
+    _many_queries(tmp_path / "data" / "synth")
+    spec = _ablate_spec(tmp_path, [{"type": "cache"}, {"type": "retrieve", "k": 10},
+                                   {"type": "generate", "backend": "extractive"}, {"type": "cache_write", "cache": "cache"}])
+    assert main(["eval", str(spec), "--ablate", "--no-ledger", "--cache-dir", str(tmp_path / "cache")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "eval does not run a cache stage yet" in err
