@@ -29,7 +29,7 @@ def _index_value(r: Any, pipeline_path: Path, old: Any) -> Any:
     from ragcost.index import load_index_file
 
     f = Path(r.index_file)
-    if f.is_file():
+    if f.is_file() and f.resolve() != pipeline_path.resolve():  # the pipeline's own inline index is no index file
         cfg = load_index_file(f)
         if dict(cfg.search) == dict(r.search):
             base = pipeline_path.resolve().parent

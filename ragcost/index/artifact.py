@@ -98,7 +98,7 @@ def write_artifact(
         write_files(directory, {}, commit=(MANIFEST, lambda p: p.write_text(manifest.model_dump_json(indent=2))))
     except BaseException as e:
         _forget_build(directory, build_id, set(names.values()), existed)
-        fix = disk_error(e, with_path=False)
+        fix = disk_error(e, with_path=False) or _full_disk(directory, e)
         if fix is None:
             raise
         raise StoreError(f"index {directory}: writing the built index failed: {fix}; nothing of this build was "
@@ -106,6 +106,21 @@ def write_artifact(
     remember_verified(directory, {name: stamp(directory / name, rec) for name, rec in files.items()})
     _remove_unreferenced(directory, set(names.values()))
     return manifest
+
+
+def _full_disk(directory: Path, e: BaseException) -> Optional[str]:
+    """The disk-full fix when a backend's own writer (faiss's C++ fwrite) failed without an errno on a full disk."""
+    import os
+
+    from ragcost.atomic import disk_fix
+
+    if not isinstance(e, (RuntimeError, OSError)):
+        return None
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return None
+    return disk_fix("ENOSPC") if st.f_bavail * st.f_frsize < (1 << 16) else None
 
 
 def _forget_build(directory: Path, build_id: str, names: set[str], existed: bool) -> None:

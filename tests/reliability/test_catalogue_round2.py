@@ -392,6 +392,19 @@ def test_tune_write_of_a_pipeline_that_would_not_load_changes_nothing(workspace:
     assert_intact(before, snapshot(workspace.dir))
 
 
+def test_tune_write_of_the_pipelines_own_inline_index_writes_it_inline(workspace: Workspace):
+    """tune's baseline candidate names the pipeline file as its index file; it is not an index YAML."""
+    from ragcost.evaluate.tune_write import write_choice
+    from ragcost.runtime.pipeline import Pipeline
+
+    chosen = SimpleNamespace(embed={"model": "all-MiniLM-L6-v2"}, dim=384, precision="float32", chunking={},
+                             index_file=str(workspace.kb), search={"ef": 32}, backend="hnswlib", kind="hnsw",
+                             build={"M": 8, "ef_construction": 64})
+    write_choice(workspace.kb, chosen, "test")
+    ic = Pipeline.load(workspace.kb).index_config
+    assert (ic.backend, ic.kind, dict(ic.build), dict(ic.search)) == ("hnswlib", "hnsw", {"M": 8, "ef_construction": 64}, {"ef": 32})
+
+
 def test_tune_write_end_to_end_keeps_0600_and_edits_the_symlinks_target(workspace: Workspace, capsys):
     _synthetic_eval(workspace)
     (workspace.dir / "real").mkdir()
@@ -539,13 +552,13 @@ def _grow_corpus(ws: Workspace) -> None:
         f.write(json.dumps({"id": "kb-9", "title": "New", "text": "A new document about invoices and refunds."}) + "\n")
 
 
-def _index_dir_on(ws: Workspace, kind: str) -> None:
+def _index_dir_on(ws: Workspace, kind: str, **overrides: Any) -> None:
     """The live index on a small tmpfs; the corpus grows, so `index` must write a new build there."""
     ws.indexed("clean")
     disk = ws.dir / "disk"
     _mount_tmpfs(disk, "1m")
     shutil.copytree(ws.dir / "index", disk / "index", copy_function=shutil.copy2)
-    ws.pipeline(index_dir=str(disk / "index"))
+    ws.pipeline(index_dir=str(disk / "index"), **overrides)
     _grow_corpus(ws)
     if kind == "full":
         _fill(disk)
@@ -591,6 +604,9 @@ DISK_ROWS: list[Row] = [
     Row(Probe("index_on_a_full_disk_names_it_and_keeps_the_live_index", ("index", "{kb}"), 1,
               r"index .*disk/index: writing the built index failed: .*the disk is full \(no space left on device\); free space on it.*"
               r"nothing of this build was kept", setup=lambda ws: _index_dir_on(ws, "full")), may_write=r"^kb\.duckdb"),
+    Row(Probe("index_faiss_on_a_full_disk_names_it", ("index", "{kb}"), 1,
+              r"writing the built index failed: the disk is full.*nothing of this build was kept",
+              setup=lambda ws: _index_dir_on(ws, "full", index={"backend": "faiss", "kind": "flat"})), may_write=r"^kb\.duckdb"),
     Row(Probe("index_on_a_read_only_disk_names_it", ("index", "{kb}"), 1,
               r"the file system is read-only; point the pipeline's store and index_dir at a writable folder",
               setup=lambda ws: _index_dir_on(ws, "ro")), may_write=r"^kb\.duckdb"),
