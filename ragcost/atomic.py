@@ -3,6 +3,10 @@
 A reader that trusts only what the commit file names (an index manifest, a BM25 meta file) never
 sees a half-written build: before the commit file's rename the previous build is live, after it
 the new one. A crash leaves only hidden temp files (``temp_name``), which ``is_temp`` recognises.
+
+Also here: ``replace_text``, the one atomic in-place edit of a user's file (``eval --write``,
+``tune --write``: mode, owner and a symlink's target kept), and ``disk_error``, the one wording of
+a write that failed on a full or read-only disk.
 """
 
 from __future__ import annotations
@@ -147,7 +151,9 @@ def replace_text(path: Path | str, text: str, check: Optional[Callable[[Path], N
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         made.append(tmp)
         try:
-            os.write(fd, text.encode("utf-8"))
+            data = memoryview(text.encode("utf-8"))
+            while data:
+                data = data[os.write(fd, data):]
             os.fchmod(fd, st.st_mode & 0o7777)
             if (os.fstat(fd).st_uid, os.fstat(fd).st_gid) != (st.st_uid, st.st_gid):
                 try:
