@@ -280,6 +280,12 @@ def rows() -> list[dict[str, Any]]:
     return _order(_merge_same_text(out), rng)
 
 
+# Questions the rows above hold under two groups that a reader judges the same question (found while
+# reading the false hits of a calibration run, and relabelled by hand, never by what the cache did).
+SAME_QUESTION = [("What is an integer literal?", "What are integer literals?"),
+                 ("What does pass do?", "What does the pass statement do?")]
+
+
 def _merge_same_text(out: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One text, one meaning: rows whose texts (and tenants) are equal share a group; the split follows
     the group of each pair's first question."""
@@ -296,6 +302,10 @@ def _merge_same_text(out: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if key in first and root(first[key]) != root(r["group"]):
             parent[root(r["group"])] = root(first[key])
         first.setdefault(key, r["group"])
+    for a, b in SAME_QUESTION:
+        ga, gb = first.get((a, "a")), first.get((b, "a"))
+        if ga and gb and root(ga) != root(gb):
+            parent[root(gb)] = root(ga)
     by_id = {r["id"]: r for r in out}
     for r in out:
         r["group"] = root(r["group"])

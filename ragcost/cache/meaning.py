@@ -10,6 +10,7 @@ texts differ in
   (``__getattr__`` vs ``__getattribute__``, ``list.append``, ``global`` vs ``nonlocal``, ``APOE4``, ``IL-6``);
 - **antonyms**: a word on one side whose opposite is on the other (a small lexicon, and opposite
   prefixes over one stem: mutable/immutable, upregulate/downregulate, increase/decrease);
+- **order**: the content words both share, written in another order (A than B, B than A);
 - **content**: any other content words, weighted by their inverse document frequency in the
   corpus (rare words carry meaning; ``work``, ``use``, ``python`` barely do). The sum over the
   symmetric difference must stay within ``max_weight``.
@@ -45,7 +46,7 @@ a an the of to in on at by for with about as from into onto over under than then
 there here it its it's is are was were be been being am do does did doing done have has had having can could would should
 will shall may might must i me my mine we us our you your he she they them their what which who whom whose when where why
 how whether any some each every all both such very just also only really actually exactly please tell explain describe
-know want wanted like mean means meaning meant way ways thing things kind sort one ones get gets use used using uses
+know want wanted like mean means meaning meant way ways thing things kind sort one ones get gets
 something anything case happen happens happening going say said let lets give whether
 """.split())
 # Opposites over one stem (a light stem: see _stem). Either side may carry either word.
@@ -105,6 +106,7 @@ class Parsed:
     identifiers: frozenset
     words: Counter  # stems of the content words (not stopwords, numbers, operators or identifiers)
     raw: dict  # stem -> the word as written (case folded): what a typo is judged on
+    order: tuple  # the content stems in the order they are written (first occurrence)
 
 
 def _identifier_like(tok: str) -> bool:
@@ -126,16 +128,24 @@ def _shouted(text: str) -> bool:
     return len(letters) >= 8 and sum(ch.isupper() for ch in letters) > 0.8 * len(letters)
 
 
+# "the in operator", "the for statement", "an else clause": the word before the kind is a name.
+_NAMED = re.compile(r"\b(?:the|a|an)\s+([a-z]+)\s+(?:stat\w*|cla\w*|loop\w*|oper\w*|keyw\w*|expr\w*)\b", re.I)  # statemnt too
+PY_KEYWORDS = frozenset(k.casefold() for k in __import__("keyword").kwlist)
+
+
 def parse(text: str) -> Parsed:
     if _shouted(text):  # WHAT IS A LAMBDA? is not a sentence of acronyms
         text = text.casefold()
     text = _CANNOT.sub("can not", _CONTRACTION.sub(r"\1 not", text))
+    named = {m.group(1).casefold() for m in _NAMED.finditer(text)}
     neg = 0
     numbers: Counter = Counter()
     ops: Counter = Counter()
     idents: set[str] = set()
     words: Counter = Counter()
     raw: dict[str, str] = {}
+    order: list[str] = []
+    prev: Optional[str] = None  # the previous word, for keyword pairs (yield from, async for, is not)
     for m in _TOKEN.finditer(text):
         if m.group("num") is not None:
             numbers[m.group("num").replace(",", "")] += 1
@@ -145,6 +155,12 @@ def parse(text: str) -> Parsed:
             continue
         tok = re.sub(r"['’]s$", "", m.group("word"))  # an object's identity: the object's word
         low = tok.casefold()
+        pair, prev = (prev, low), low
+        if pair[0] in CODE_KEYWORDS and low in PY_KEYWORDS:
+            idents.add(f"{pair[0]} {low}")
+        if low in named and low in PY_KEYWORDS:
+            idents.add(low)  # the if statement, the in operator: a name, though an English word too
+            continue
         if low in NEGATIONS:
             neg += 1
             continue
@@ -160,7 +176,9 @@ def parse(text: str) -> Parsed:
         if stem not in _STOP_STEMS:
             words[stem] += 1
             raw.setdefault(stem, low)
-    return Parsed(neg, numbers, ops, frozenset(idents), words, raw)
+            if stem not in order:
+                order.append(stem)
+    return Parsed(neg, numbers, ops, frozenset(idents), words, raw, tuple(order))
 
 
 def _opposite(a: str, b: str) -> bool:
@@ -258,6 +276,9 @@ def compare(a: str, b: str, vocab: Optional[Vocabulary], max_weight: float) -> D
         for y in only_b:
             if _opposite(x, y):
                 return Difference("antonym", (x, y), 0.0)
+    shared = set(pa.words) & set(pb.words)
+    if [w for w in pa.order if w in shared] != [w for w in pb.order if w in shared]:
+        return Difference("order", tuple(w for w in pa.order if w in shared), 0.0)  # arterioles > venules, venules > arterioles
     only_a, only_b = _untypo(pa, pb, only_a, only_b)
     differ = only_a | only_b
     weight = sum(vocab.idf(w) if vocab else 1.0 for w in differ)
