@@ -74,6 +74,7 @@ class Answer:
             "id": self.id, "ok": self.ok, "error": self.error, "outcome": self.outcome, "tenant": self.tenant,
             "answer": self.answer, "citations": self.citations, "useful": self.useful,
             "strategy": self.strategy, "hits": self.hits,
+            "cache": None if not self.cache else {k: self.cache.get(k) for k in ("tier", "similarity", "verified")},
             "stages": self.stages(), "cost_usd": self.cost,
         }
 
@@ -185,7 +186,8 @@ class Session:
                 rows=rows, notes=dict(s.notes), route=s.route, route_fields=s.route_fields(), outcome_stage=s.outcome_stage,
                 cache=s.cache_record(),
                 strategy=next((c.record.notes.get("strategies") for c in res.calls
-                               if c.serves(s) and c.record.notes.get("strategies")), None)))
+                               if c.serves(s) and c.record.notes.get("strategies")), None)
+                or ({s.notes["strategy"]: 1} if s.cache and s.notes.get("strategy") else None)))
         return out
 
     def record(self, answer: Answer) -> None:
