@@ -1,10 +1,12 @@
-"""The no-LLM answer: the sentences of the top chunks that share most words with the question, cited."""
+"""The no-LLM answer: the sentences of the top chunks that share most words with the question, cited (or none, abstaining)."""
 
 from __future__ import annotations
 
 import re
 from time import perf_counter
+from typing import Optional
 
+from ragcost.generate.abstain import NO_ANSWER
 from ragcost.generate.attempt import USAGE_LOCAL, Attempt
 from ragcost.generate.base import Generator, OnText, generator_registry
 from ragcost.generate.prompt import Prompt
@@ -21,13 +23,21 @@ def _words(text: str) -> set[str]:
     return {w for w in WORD.findall(text.lower()) if w not in STOP and len(w) > 1}
 
 
-def extract(question: str, prompt: Prompt, sentences: int) -> tuple[str, list[int]]:
+def extract(question: str, prompt: Prompt, sentences: int, abstain_overlap: float = 0.0,
+            abstain_score: Optional[float] = None) -> tuple[str, list[int]]:
     """The answer text (each sentence followed by its [n]) and the 1-based sources it used.
 
     A sentence scores by the question words it contains, with a small bonus for higher-ranked
     chunks so ties go to the better retrieval; the chosen sentences keep their reading order.
+    The answer is :data:`NO_ANSWER` with no sources when the evidence is weak: the best sentence
+    holds less than ``abstain_overlap`` of the question's content words, or the best source's
+    score is below ``abstain_score``.
     """
     q = _words(question)
+    if prompt.sources and abstain_score is not None:
+        best = max((h.score for h in prompt.sources if h.score is not None), default=None)
+        if best is None or best < abstain_score:
+            return NO_ANSWER, []
     scored: list[tuple[float, int, int, str]] = []
     seen: set[str] = set()  # overlapping chunks repeat sentences: each is said once, from its best-ranked chunk
     order = 0
@@ -49,6 +59,8 @@ def extract(question: str, prompt: Prompt, sentences: int) -> tuple[str, list[in
     scored = [t for t in scored if t[3] not in edges or not any(t[3] != o and t[3] in o for o in texts)]
     if not scored:
         return "No passages were retrieved, so there is nothing to answer from.", []
+    if abstain_overlap > 0 and overlap_share(q, scored) < abstain_overlap:
+        return NO_ANSWER, []
     best = sorted(scored, key=lambda t: (-t[0], t[1]))[:sentences]
     best.sort(key=lambda t: t[1])
     used: list[int] = []
@@ -58,13 +70,28 @@ def extract(question: str, prompt: Prompt, sentences: int) -> tuple[str, list[in
     return " ".join(f"{s} [{n}]" for _, _, n, s in best), used
 
 
+def overlap_share(q: set[str], scored: list[tuple[float, int, int, str]]) -> float:
+    """The largest share of the question's content words that one candidate sentence holds (0 for no content words)."""
+    if not q:
+        return 0.0
+    return max((len(q & _words(t[3])) for t in scored), default=0) / len(q)
+
+
+def evidence(question: str, prompt: Prompt) -> float:
+    """The overlap share :func:`extract` abstains on, for choosing ``abstain_overlap`` on labelled questions."""
+    q = _words(question)
+    sents = [(0.0, 0, 0, x.strip()) for h in prompt.sources for x in SENTENCE.split(" ".join(h.passage.split()))]
+    return overlap_share(q, sents)
+
+
 @generator_registry.register("extractive")
 class Extractive(Generator):
     """No LLM and no cost beyond CPU time: the best ``sentences`` of the prompt's sources, cited."""
 
     async def generate(self, prompt: Prompt, attempt: Attempt, on_text: OnText) -> None:
         attempt.start = perf_counter()
-        attempt.text, _ = extract(prompt.question, prompt, self.params.sentences)
+        p = self.params
+        attempt.text, _ = extract(prompt.question, prompt, p.sentences, p.abstain_overlap, p.abstain_score)
         attempt.end = perf_counter()
         attempt.ok, attempt.usage_source, attempt.chunks = True, USAGE_LOCAL, 1
         on_text(attempt.text)

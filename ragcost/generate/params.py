@@ -7,12 +7,15 @@ from typing import Any, Literal, Optional
 from pydantic import Field, field_validator, model_validator
 
 from ragcost.config.base import Strict
+from ragcost.generate.abstain import INSTRUCTION
 from ragcost.generate.registry import generator_registry
 
 DEFAULT_SYSTEM = (
     "Answer the question using only the numbered passages. Cite every passage you use as [1], [2], ... "
-    "If the passages do not contain the answer, say so."
+    + INSTRUCTION
 )
+# Chosen on the labelled demo questions (eval/useful/, the dev split): see docs/useful-documents.md.
+DEFAULT_ABSTAIN_OVERLAP = 0.5
 DEFAULT_TEMPLATE = "Passages:\n{context}\n\nQuestion: {question}\nAnswer:"
 
 
@@ -53,6 +56,11 @@ class BackendParams(Strict):
     system: str = Field(DEFAULT_SYSTEM, description="system prompt")
     template: str = Field(DEFAULT_TEMPLATE, description="user prompt with {context} and {question}")
     sentences: int = Field(3, ge=1, description="extractive: sentences in the answer")
+    abstain_overlap: float = Field(DEFAULT_ABSTAIN_OVERLAP, ge=0, le=1, description="extractive: answer that the sources "
+                                   "hold no answer when the best sentence holds less than this share of the question's "
+                                   "content words (0: never on this ground)")
+    abstain_score: Optional[float] = Field(None, allow_inf_nan=False, description="extractive: also abstain when the best "
+                                           "source's score (the last scoring stage's, e.g. cosine) is below this")
     timeout_s: float = Field(120.0, gt=0, description="whole-attempt deadline")
     connect_timeout_s: float = Field(5.0, gt=0, description="TCP connect deadline")
     read_timeout_s: float = Field(30.0, gt=0, description="longest silence between two stream chunks")
