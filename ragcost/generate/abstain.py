@@ -16,9 +16,9 @@ NO_ANSWER = "The sources hold no answer to this question."
 INSTRUCTION = f'If the passages do not contain the answer, reply exactly "{NO_ANSWER}" and cite nothing.'
 
 _REFUSALS = re.compile(
-    r"^\W*(the )?(sources|passages|context|documents?)( provided)? (hold|holds|contain|contains|do not contain|does not contain|"
+    r"^\W*(the )?(provided )?(sources|passages|context|documents?)( provided)? (hold|holds|contain|contains|do not contain|does not contain|"
     r"don't contain|doesn't contain|have|has) no (answer|information)"
-    r"|^\W*(the )?(sources|passages|context|documents?)( provided)? (do not|does not|don't|doesn't) (contain|include|say|mention|provide)"
+    r"|^\W*(the )?(provided )?(sources|passages|context|documents?)( provided)? (do not|does not|don't|doesn't) (contain|include|say|mention|provide)"
     r"|^\W*(i (cannot|can't|am unable to) (answer|find)|there is no (answer|information) (in|about))"
     r"|^\W*no passages were retrieved",
     re.IGNORECASE,

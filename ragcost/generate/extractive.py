@@ -29,9 +29,9 @@ def extract(question: str, prompt: Prompt, sentences: int, abstain_overlap: floa
 
     A sentence scores by the question words it contains, with a small bonus for higher-ranked
     chunks so ties go to the better retrieval; the chosen sentences keep their reading order.
-    The answer is :data:`NO_ANSWER` with no sources when the evidence is weak: the best sentence
-    holds less than ``abstain_overlap`` of the question's content words, or the best source's
-    score is below ``abstain_score``.
+    The answer is :data:`NO_ANSWER` with no sources when the evidence is weak: the best source
+    passage holds less than ``abstain_overlap`` of the question's content words (:func:`evidence`),
+    or the best source's score is below ``abstain_score``.
     """
     q = _words(question)
     if prompt.sources and abstain_score is not None:
@@ -59,7 +59,7 @@ def extract(question: str, prompt: Prompt, sentences: int, abstain_overlap: floa
     scored = [t for t in scored if t[3] not in edges or not any(t[3] != o and t[3] in o for o in texts)]
     if not scored:
         return "No passages were retrieved, so there is nothing to answer from.", []
-    if abstain_overlap > 0 and overlap_share(q, scored) < abstain_overlap:
+    if abstain_overlap > 0 and evidence(question, prompt) < abstain_overlap:
         return NO_ANSWER, []
     best = sorted(scored, key=lambda t: (-t[0], t[1]))[:sentences]
     best.sort(key=lambda t: t[1])
@@ -70,18 +70,24 @@ def extract(question: str, prompt: Prompt, sentences: int, abstain_overlap: floa
     return " ".join(f"{s} [{n}]" for _, _, n, s in best), used
 
 
-def overlap_share(q: set[str], scored: list[tuple[float, int, int, str]]) -> float:
-    """The largest share of the question's content words that one candidate sentence holds (0 for no content words)."""
-    if not q:
-        return 0.0
-    return max((len(q & _words(t[3])) for t in scored), default=0) / len(q)
+def _stem(w: str) -> str:
+    """A light suffix strip, so "calls" meets "call" and "literals" "literal" (evidence only, not the sentence choice)."""
+    for suf in ("ing", "ed", "es", "s"):
+        if len(w) > 4 and w.endswith(suf):
+            return w[: -len(suf)]
+    return w
 
 
 def evidence(question: str, prompt: Prompt) -> float:
-    """The overlap share :func:`extract` abstains on, for choosing ``abstain_overlap`` on labelled questions."""
-    q = _words(question)
-    sents = [(0.0, 0, 0, x.strip()) for h in prompt.sources for x in SENTENCE.split(" ".join(h.passage.split()))]
-    return overlap_share(q, sents)
+    """The largest share of the question's content words (lightly stemmed) that one source passage holds.
+
+    What :func:`extract` abstains on: an off-topic question finds few of its words together in any one
+    passage. 0 when the question has no content words or nothing was retrieved.
+    """
+    q = {_stem(w) for w in _words(question)}
+    if not q or not prompt.sources:
+        return 0.0
+    return max(len(q & {_stem(w) for w in _words(h.passage)}) for h in prompt.sources) / len(q)
 
 
 @generator_registry.register("extractive")
