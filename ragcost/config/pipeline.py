@@ -89,12 +89,21 @@ class EmbedConfig(Strict):
 class UsefulConfig(Strict):
     """How `ragcost query` decides a retrieved document was useful (evaluation uses qrels instead)."""
 
-    judge: Literal["score", "cited"] = Field("score", description="score: final score >= threshold; cited: cited by the answer")
+    judge: Literal["score", "cited", "calibrated"] = Field(
+        "score", description="score: final score >= threshold; cited: cited by the answer (and, where a grounded check ran, "
+        "supported); calibrated: the expected number of relevant documents, the sum of each final document's "
+        "P(relevant) from the calibration `ragcost eval --write` fits on qrels")
+    calibration: Optional[str] = Field(None, description="judge: calibrated: the calibration file, relative to the pipeline; "
+                                       "default <pipeline name>.calibration.json beside it")
     threshold: float = Field(0.5, allow_inf_nan=False, description="for judge: score: the last scoring stage's score "
                              "(cosine for retrieve and rescore, RRF for hybrid, the cross-encoder's); checked at load "
                              "against that stage's scale; `ragcost eval` calibrates it from relevance judgments")
     precision: float = Field(0.5, gt=0, le=1, description="what `ragcost eval` calibrates the threshold for: the share of "
                              "retrieved documents above it that the qrels judge relevant")
+    objective: Literal["precision", "f1"] = Field("precision", description="what `ragcost eval` fits the threshold for: "
+                                                  "precision (at least useful.precision) or f1 (the best F1)")
+    min_recall: Optional[float] = Field(None, gt=0, le=1, description="objective: precision with a recall floor: the "
+                                        "most precise threshold that keeps at least this share of the relevant documents")
 
 
 class TracingConfig(Strict):

@@ -13,7 +13,8 @@ Schema
     query_id (pk), run_id, at, text, ok (the request succeeded), useful (useful documents
     delivered), cost_usd (sum of its stage rows), retrieved (documents in the final context), error,
     outcome (continued | branched | finished | blocked | failed), outcome_stage, route, tenant
-    (the API key's tenant under ``ragcost serve``), route_path (every target in order,
+    (the API key's tenant under ``ragcost serve``), useful_expected (the judge's count, a float for the
+    expected-useful judge), useful_judge (which judge), route_path (every target in order,
     ``small>large`` after an escalation), route_score and route_reason (the router's decision).
 ``rc_ledger_stage_calls``: one per (query, stage call).
     id (pk), query_id, run_id, call_id (the rows of one batch call share it), seq (stage order
@@ -78,6 +79,10 @@ queries = sa.Table(
     sa.Column("route_path", sa.String(200)),  # targets in order: small, or small>large after an escalation
     sa.Column("route_score", sa.Double),
     sa.Column("route_reason", sa.Text),  # why; "undecided (...); default target 'large'" when the router could not say
+    # The useful count as the judge made it (additive: older rows read NULL, and ``useful`` holds their count):
+    # a float for the expected-useful judge (sum of P(relevant)); ``useful`` is then its rounding.
+    sa.Column("useful_expected", sa.Double),
+    sa.Column("useful_judge", sa.String(200)),  # the judge that counted it, e.g. "cited" or "calibrated isotonic(score) on scifact"
 )
 
 stage_calls = sa.Table(
@@ -237,7 +242,8 @@ class Ledger:
             rows.append(full)
         qrow = {
             "query_id": qid, "run_id": run_id, "at": query.get("at") or utcnow(), "text": query.get("text"),
-            "ok": bool(query.get("ok", True)), "useful": int(query.get("useful", 0)),
+            "ok": bool(query.get("ok", True)), "useful": int(round(float(query.get("useful", 0) or 0))),
+            "useful_expected": float(query.get("useful", 0) or 0), "useful_judge": query.get("useful_judge"),
             "cost_usd": float(query["cost_usd"]) if query.get("cost_usd") is not None
             else sum(float(r["cost_usd"]) for r in rows),
             "retrieved": int(query.get("retrieved", 0)), "error": query.get("error"),

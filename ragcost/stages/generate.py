@@ -25,6 +25,7 @@ from pydantic import Field
 from ragcost.generate import Attempt, BackendParams, Generator, Prompt, generator_registry
 from ragcost.generate.accounting import fill_missing_usage, overhead_records, period_fields
 from ragcost.generate.attempt import AttemptError
+from ragcost.generate.abstain import is_refusal
 from ragcost.generate.prompt import build_prompt, cited, token_counter
 from ragcost.records import QueryState, UsageRecord
 from ragcost.stages.base import Stage, StageParams, stage_registry
@@ -175,8 +176,10 @@ class Generate(Stage):
 
     def _finish(self, state: QueryState, b: BackendParams, prompt: Prompt, att: Attempt, attempts: list[Attempt]) -> None:
         state.answer = att.text
-        state.citations = cited(att.text, prompt.sources)
+        refused = is_refusal(att.text)
+        state.citations = [] if refused else cited(att.text, prompt.sources)  # an abstaining answer cites nothing
         self._note(state, att, prompt, attempts)
+        state.notes["generation"]["abstained"] = refused
 
     def _note(self, state: QueryState, att: Optional[Attempt], prompt: Optional[Prompt], attempts: list[Attempt]) -> None:
         ms = lambda x: None if x is None else round(x * 1000, 3)  # noqa: E731
