@@ -62,6 +62,8 @@ def extract(question: str, prompt: Prompt, sentences: int) -> tuple[str, list[in
 class Extractive(Generator):
     """No LLM and no cost beyond CPU time: the best ``sentences`` of the prompt's sources, cited."""
 
+    deterministic = True  # no sampling: temperature, top_p and seed cannot change the answer
+
     async def generate(self, prompt: Prompt, attempt: Attempt, on_text: OnText) -> None:
         attempt.start = perf_counter()
         attempt.text, _ = extract(prompt.question, prompt, self.params.sentences)
