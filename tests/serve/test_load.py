@@ -64,7 +64,7 @@ def _row_with_error(pipeline, error: str, n: int = 1):
 def slow(kb_served):
     """A server whose generation streams a word every 50 ms, with a 1 s deadline."""
     p = variant(kb_served, "slow.yaml", stages=[{"type": "retrieve", "k": 3}, {"type": "generate", "backend": "slow-words"}],
-                serve={"batch_window_ms": 5, "deadline_s": 1, "keys": "file:keys.json"})
+                serve={"batch_window_ms": 5, "deadline_s": 1, "admission": "queue", "keys": "file:keys.json"})
     with ServerThread(p) as s:
         yield s, p
 
