@@ -59,8 +59,12 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     work = Path(args.work or (REPO / ".ragcost" / "bench-serve-overload"))
     work.mkdir(parents=True, exist_ok=True)
     base = demo_pipeline(work, "demo.yaml", {"admission": "queue"})
-    if not (work / "quickstart.duckdb").is_file() and cli(["index", str(base)]) != 0:
-        raise SystemExit("indexing the demo failed")
+    import contextlib
+    import sys
+
+    with contextlib.redirect_stdout(sys.stderr):  # incremental: a second run embeds nothing
+        if cli(["index", str(base)]) != 0:
+            raise SystemExit("indexing the demo failed")
     servers = {policy: Server(_with_policy(base, f"hold-{policy}.yaml", policy), f"duckdb:///{work / f'ledger-hold-{policy}.duckdb'}")
                for policy in ("flag", "block")}
     got: dict[str, dict[str, list]] = {p: {"ttft": [], "e2e": []} for p in servers}
