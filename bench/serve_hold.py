@@ -21,7 +21,13 @@ from bench.serve_overload import QUESTIONS, REPO, _pct, demo_pipeline
 
 
 def _with_policy(p: Path, file: str, policy: str) -> Path:
+    """The demo with its answer guard under ``policy``, over its own copy of the store (DuckDB: one process a file)."""
+    import shutil
+
     cfg = json.loads(p.read_text(encoding="utf-8"))
+    store = p.parent / f"quickstart-{policy}.duckdb"
+    shutil.copy2(p.parent / "quickstart.duckdb", store)
+    cfg["store"] = f"duckdb:///{store}"
     for st in cfg["stages"]:
         if st.get("type") == "guard" and st.get("on") == "answer":
             st["checks"] = [{**c, "policy": policy} if isinstance(c, dict) else {"check": c, "policy": policy} for c in st["checks"]]
@@ -65,10 +71,11 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     with contextlib.redirect_stdout(sys.stderr):  # incremental: a second run embeds nothing
         if cli(["index", str(base)]) != 0:
             raise SystemExit("indexing the demo failed")
-    servers = {policy: Server(_with_policy(base, f"hold-{policy}.yaml", policy), f"duckdb:///{work / f'ledger-hold-{policy}.duckdb'}")
-               for policy in ("flag", "block")}
-    got: dict[str, dict[str, list]] = {p: {"ttft": [], "e2e": []} for p in servers}
+    servers: dict[str, Server] = {}
+    got: dict[str, dict[str, list]] = {p: {"ttft": [], "e2e": []} for p in ("flag", "block")}
     try:
+        for policy in got:
+            servers[policy] = Server(_with_policy(base, f"hold-{policy}.yaml", policy), f"duckdb:///{work / f'ledger-hold-{policy}.duckdb'}")
         for i in range(args.requests):
             q = QUESTIONS[i % len(QUESTIONS)]
             for policy, srv in (servers.items() if i % 2 == 0 else reversed(list(servers.items()))):
