@@ -133,7 +133,9 @@ async def _ticket(svc: Service, text: str, filter_, k, tenant, options=None, use
     try:
         return await svc.submit(text, filter_, k, tenant, options, user)
     except QueueFull as e:
-        if e.reason == "deadline":
+        if e.reason == "unmeasured":
+            msg = f"overloaded: the first batch is still running, so no service rate is measured yet; retry after {e.retry_after_s} s"
+        elif e.reason == "deadline":
             msg = (f"overloaded: a request admitted now would finish in about {e.predicted_s:.1f} s, past serve.deadline_s = "
                    f"{svc.config.deadline_s:g} s; retry after {e.retry_after_s} s")
         else:

@@ -83,6 +83,9 @@ class Batcher:
         predicted = self.predicted_s()
         if self.by_deadline and predicted is not None and predicted > deadline_s:
             raise QueueFull("deadline", self.retry_after_s(), predicted)
+        if self.by_deadline and predicted is None and self.ahead() >= self.max_batch:
+            # No batch has ended yet, so nothing says how fast they go: admit one batch's worth, not a flood.
+            raise QueueFull("unmeasured", 1, None)
         t = Ticket(state, asyncio.get_running_loop().create_future(), deadline=monotonic() + deadline_s)
         try:
             self._q.put_nowait(t)
