@@ -116,12 +116,10 @@ class Batcher:
         drain = self.ahead() / r if r else per * (self.depth / self.max_batch + 1)
         return max(1, math.ceil(drain))
 
-    def _expired(self, t: Ticket) -> bool:
-        """Whether ``t``'s batch could not end before its deadline (a batch lasts about the recent mean)."""
-        if t.deadline == math.inf:
-            return False
-        per = (sum(list(self.batch_seconds)[-8:]) / min(8, len(self.batch_seconds))) if self.batch_seconds else 0.0
-        return monotonic() + per > t.deadline
+    def _batch_s(self, n: int) -> float:
+        """How long a batch of ``n`` should take: ``n`` at the measured rate (0 before the first batch)."""
+        r = self.rate()
+        return n / r if r else 0.0
 
     async def _gather(self) -> list[Ticket]:
         batch = [await self._q.get()]
@@ -137,15 +135,16 @@ class Batcher:
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            batch = []
-            for t in await self._gather():
-                if t.abandoned is not None:
-                    continue
-                if self.by_deadline and self._expired(t):  # would finish late: never computed, never billed
+            batch = [t for t in await self._gather() if t.abandoned is None]
+            while self.by_deadline and batch:  # a request whose batch would end past its deadline is never computed or billed
+                end = monotonic() + self._batch_s(len(batch))
+                late = [t for t in batch if t.deadline < end]
+                if not late:
+                    break
+                for t in late:
                     if not t.answer.done():
                         t.answer.set_result(failed_answer(t.state, DEADLINE))
-                    continue
-                batch.append(t)
+                batch = [t for t in batch if t.deadline >= end]
             if not batch:
                 continue
             by_state = {id(t.state): t for t in batch}

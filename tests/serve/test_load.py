@@ -38,7 +38,7 @@ class TestMicroBatching:
 
 class TestBackpressure:
     def test_a_full_queue_answers_429_with_retry_after(self, kb_served):
-        tight = variant(kb_served, "tight.yaml", serve={"batch_window_ms": 0, "max_queue": 2, "keys": "file:keys.json"},
+        tight = variant(kb_served, "tight.yaml", serve={"batch_window_ms": 0, "max_queue": 2, "admission": "queue", "keys": "file:keys.json"},
                         stages=[{"type": "retrieve", "k": 3}, {"type": "generate", "backend": "slow-words"}])
         with ServerThread(tight) as s:
             rs = asyncio.run(_fire(s.url, 12))
