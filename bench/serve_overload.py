@@ -195,7 +195,7 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     tight = demo_pipeline(work, "overload.yaml", {"admission": "deadline", "deadline_s": args.deadline})
     srv = Server(tight, f"duckdb:///{led}")
     try:
-        asyncio.run(closed_loop(srv.url, 8, 3.0))  # the service rate is measured from the first batches
+        asyncio.run(closed_loop(srv.url, 1, 1.0))  # one request first: a measured service rate
         results, _ = asyncio.run(open_loop(srv.url, args.factor * saturation, args.seconds))
     finally:
         out["server_exit_code"] = srv.stop()
