@@ -22,7 +22,9 @@ async def _fire(url: str, n: int, path: str = "/v1/query") -> list[httpx.Respons
 class TestMicroBatching:
     @pytest.mark.slow
     def test_200_concurrent_requests_all_succeed_and_share_embed_calls(self, kb_served):
-        with ServerThread(kb_served) as s:
+        # admission: queue: a cold server with admission by deadline admits one batch's worth before it has a rate
+        with ServerThread(variant(kb_served, "burst.yaml", serve={"batch_window_ms": 20, "max_batch": 64, "admission": "queue",
+                                                                  "keys": "file:keys.json"})) as s:
             rs = asyncio.run(_fire(s.url, 200))
         assert [r.status_code for r in rs] == [200] * 200
         ids = {r.json()["id"] for r in rs}
