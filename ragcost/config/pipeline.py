@@ -123,8 +123,16 @@ class ServeConfig(Strict):
     max_body_bytes: int = Field(65_536, ge=256, description="larger request bodies get 413")
     keys: Optional[str] = Field(None, description="where API keys live: file:PATH (JSON, relative to the pipeline) or env:VAR; "
                                 "maps each key to {tenant, filter}; never the keys themselves. None: no auth (loopback use)")
+    keys_reload_s: float = Field(2.0, gt=0, le=3600, description="a keys file is read again this often when it changed (and on SIGHUP): revoked keys stop working")
+    metrics_key: Optional[str] = Field(None, description="/metrics needs Authorization: Bearer TOKEN, the token read from file:PATH or env:VAR; None: open")
+    refusal: str = Field("I can't help with that request.", min_length=1, description="the answer sent for a query a guard blocked (finish_reason content_filter)")
+    header_timeout_s: float = Field(10.0, gt=0, le=600, description="a client must send its request line and headers within this, else the connection is closed")
+    body_timeout_s: float = Field(10.0, gt=0, le=600, description="a client must send its whole body within this, else 408")
+    drain_s: float = Field(30.0, gt=0, le=3600, description="on SIGTERM, requests in flight get this long to finish before the server exits")
+    admission: Literal["deadline", "queue"] = Field("deadline", description="deadline: admit a request only when the measured service rate says it can finish "
+                                                    "before deadline_s (else 429 with Retry-After from the drain rate); queue: only max_queue bounds the wait")
 
-    @field_validator("keys")
+    @field_validator("keys", "metrics_key")
     @classmethod
     def _keys(cls, v: Optional[str]) -> Optional[str]:
         if v is not None and not re.fullmatch(r"(file|env):.+", v):

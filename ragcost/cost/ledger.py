@@ -75,6 +75,7 @@ queries = sa.Table(
     sa.Column("route", sa.String(100)),
     sa.Column("cache", sa.Text),  # a cache hit, as JSON: {"tier": exact|semantic, "entry": id, "similarity": x}
     sa.Column("tenant", sa.String(200)),  # the API key's tenant when served (ragcost serve); NULL otherwise
+    sa.Column("user_label", sa.String(200)),  # the caller's label (an OpenAI request's user); NULL otherwise
     # A route stage's decision (additive: older rows read NULL).
     sa.Column("route_path", sa.String(200)),  # targets in order: small, or small>large after an escalation
     sa.Column("route_score", sa.Double),
@@ -249,7 +250,7 @@ class Ledger:
             "retrieved": int(query.get("retrieved", 0)), "error": query.get("error"),
             "outcome": query.get("outcome"), "outcome_stage": query.get("outcome_stage"), "route": query.get("route"),
             "cache": json.dumps(query["cache"], sort_keys=True, default=str) if query.get("cache") else None,
-            "tenant": query.get("tenant"), "route_path": query.get("route_path"),
+            "tenant": query.get("tenant"), "user_label": query.get("user_label"), "route_path": query.get("route_path"),
             "route_score": query.get("route_score"), "route_reason": query.get("route_reason"),
         }
         with self.engine.begin() as conn:  # rolled back as a whole on any error

@@ -94,6 +94,8 @@ def evidence(question: str, prompt: Prompt) -> float:
 class Extractive(Generator):
     """No LLM and no cost beyond CPU time: the best ``sentences`` of the prompt's sources, cited."""
 
+    deterministic = True  # no sampling: temperature, top_p and seed cannot change the answer
+
     async def generate(self, prompt: Prompt, attempt: Attempt, on_text: OnText) -> None:
         attempt.start = perf_counter()
         p = self.params
