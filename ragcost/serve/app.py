@@ -136,6 +136,9 @@ def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first
 
     @asynccontextmanager
     async def lifespan(app):
+        from ragcost.serve.lifetime import start_serve_lifetime, stop_serve_lifetime
+
+        life = start_serve_lifetime(svc)  # provisioned time: from now to shutdown, serving or idle
         warm = asyncio.create_task(svc.start())
         if warm_first:
             await warm
@@ -144,6 +147,7 @@ def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first
         finally:
             await warm
             await svc.stop()
+            stop_serve_lifetime(life)
 
     async def query(request: Request) -> Response:
         req = await _body(request, svc.config.max_body_bytes, QueryRequest)
