@@ -86,6 +86,9 @@ def report(
             Console(soft_wrap=True).print(to_rich_table(rep))
         if rep.bill["resources"]:
             Console(soft_wrap=True).print(bill_table(rep.bill))
+        else:
+            for note in rep.bill["notes"]:
+                typer.echo(f"bill: {note}")
         if cache is not None:
             for line in cache_lines(cache):
                 typer.echo(line)

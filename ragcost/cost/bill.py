@@ -30,7 +30,6 @@ from datetime import datetime
 from typing import Any, Iterable, Mapping, Optional
 
 from ragcost.cost.pricebook import PriceBook, StorageResource, TimeResource, TokenResource
-from ragcost.errors import ConfigError
 
 HOURS_PER_MONTH = 730
 DECLARED = "declared traffic"
@@ -146,13 +145,15 @@ def build_bill(qrows: list[dict], srows: list[dict], lifetimes: list[dict], book
     from ragcost.cost.compute import STORAGE_STAGE
 
     lo, hi = window(qrows, lifetimes, since, until)
+    notes: list[str] = []
     if lo is not None and hi is not None and hi < lo:
-        raise ConfigError(f"the window ends ({hi.isoformat()}) before it starts ({lo.isoformat()}); give an end after --since")
+        notes.append(f"the window starts at {lo.isoformat()}, after its end {hi.isoformat()}: no data in it; "
+                     "give an earlier --since")
+        hi = lo
     hours = (hi - lo).total_seconds() / 3600.0 if lo is not None and hi is not None else 0.0
     n = len(qrows)
     useful = sum(int(q.get("useful") or 0) for q in qrows)
     qpm = book.queries_per_month
-    notes: list[str] = []
     if not lifetimes_table:
         notes.append("this ledger has no lifetime table (written by a ragcost before provisioned time was recorded): "
                       "no provisioned hours; time resources fall back to the book's declared traffic")
@@ -217,6 +218,8 @@ def build_bill(qrows: list[dict], srows: list[dict], lifetimes: list[dict], book
     basis = "none" if not lines else ("provisioned" if provisioned_any and not declared else
                                       "declared traffic" if declared and not provisioned_any else
                                       "mixed" if declared else "provisioned")
+    if n == 0 and not lines and not notes:
+        notes.append("no queries and no provisioned capacity in this window: nothing to bill")
     if n == 0 and provisioned_any:
         notes.append("no queries in this window: the provisioned capacity served none (per-query figures are n/a)")
     return Bill(

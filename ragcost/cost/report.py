@@ -266,7 +266,7 @@ def bill_table(bill: dict[str, Any]):
     marg = money_column([r["usd_marginal"] for r in res] + [bill["usd_marginal"]])
     full = money_column([r["usd_fully_loaded"] for r in res] + [bill["usd_fully_loaded"]])
     cells = [[r["resource"], r["basis"], _hours(r["provisioned_hours"]), _hours(r["busy_hours"]),
-              "-" if r["utilization"] is None else f"{r['utilization']:.1%}", m, f]
+              "-" if r["utilization"] is None else f"{r['utilization'] * 100:.3g}%", m, f]
              for r, m, f in zip(res, marg, full)]
     cells.append(["total", bill["basis"], "", "", "", marg[-1], full[-1]])
     span = (f"{bill['window_start']} .. {bill['window_end']} ({bill['window_hours']:.4g} h)"

@@ -31,6 +31,9 @@ def start_serve_lifetime(svc) -> Optional[Lifetime]:
 
 
 def stop_serve_lifetime(life: Optional[Lifetime]) -> None:
+    from ragcost.runtime.cpu import METER
+
+    METER.whole_process(False)
     if life is None:
         return
     try:
