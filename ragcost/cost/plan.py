@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
-from ragcost.cost.capacity import hnswlib_bytes_per_vector
+from ragcost.cost.capacity import hnswlib_bytes
 from ragcost.cost.storage import holds_float32, storage_bytes
 from ragcost.errors import ConfigError
 
@@ -94,7 +94,7 @@ def index_bytes(n: int, dim: int, precision: str = "float32", kind: str = "flat"
     if kind == "flat":
         per = vec
     elif kind == "hnsw":
-        per = hnswlib_bytes_per_vector(dim, M, vector_bytes=vec)  # level 0, upper levels, per-element bookkeeping
+        return hnswlib_bytes(n, dim, M, vector_bytes=vec)  # as loaded: the formula query charges (bench.hnswlib_ram)
     elif kind == "ivf_flat":
         per = vec + 8  # inverted lists also store a 64-bit id per vector
     elif kind == "ivf_pq":

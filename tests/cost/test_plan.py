@@ -66,12 +66,14 @@ class TestCapacity:
         ("flat", "float16", {}, 384 * 2),
         ("flat", "int8", {}, 384),
         ("flat", "binary", {}, 48),
-        # level 0 (vector, label, count, 2M links) + upper levels / (M-1) + pointer, level, lock, label map
-        ("hnsw", "float32", {"M": 16}, 384 * 4 + 8 + 4 + 16 * 2 * 4 + (4 + 16 * 4) / 15 + 92),
+        # level 0 (vector, label, count, 2M links) + upper levels / (M-1) + pointer, level, lock, visited
+        # list, label map, a malloc header per element with upper levels (1 in M), and the 65,536 label
+        # locks once per index (issue 24: measured on load by bench.hnswlib_ram)
+        ("hnsw", "float32", {"M": 16}, 384 * 4 + 8 + 4 + 16 * 2 * 4 + (4 + 16 * 4) / 15 + 94 + 1 + 65536 * 40 / 1000),
         ("ivf_pq", "float32", {"pq_m": 48, "nbits": 8}, 48 + 8),
     ])
     def test_index_structure(self, kind, precision, kw, per_vector):
-        assert index_bytes(1000, 384, precision, kind, **kw) == 1000 * per_vector
+        assert index_bytes(1000, 384, precision, kind, **kw) == pytest.approx(1000 * per_vector, abs=1)  # ceil
 
     @pytest.mark.parametrize("kind,kw", [("flat", {}), ("hnsw", {"M": 16}), ("ivf_pq", {"pq_m": 48})])
     def test_index_ram_is_the_storage_formula_query_and_eval_charge(self, kind, kw):
