@@ -130,7 +130,34 @@ class Runner:
         if shared:
             if len(shared) != len(active):
                 rec.items = len(shared)
+            weighted = self._split_by_work(rec, shared)
+            if weighted:
+                result.calls.extend(weighted)
+                return
             result.calls.append(StageCall(rec, cost_of(rec, self.book), served=shared))
+
+    def _split_by_work(self, rec: UsageRecord, shared: list[QueryState]) -> list[StageCall]:
+        """A time-priced batch call whose stage said what each query made it do (``notes["work"]``,
+        query id -> units, e.g. the answer characters a guard read) is split by that, not evenly:
+        one record per query with ``busy_share`` = its units / all units, the call's CPU once."""
+        import dataclasses
+
+        from ragcost.cost.pricebook import TimeResource
+
+        work = rec.notes.get("work")
+        if not isinstance(work, dict) or len(shared) < 2 or not isinstance(self.book.resources.get(rec.resource), TimeResource):
+            return []
+        units = [max(float(work.get(s.id) or 0.0), 0.0) for s in shared]
+        total = sum(units)
+        if total <= 0:
+            return []
+        cid = new_call_id()
+        out = []
+        for s, u in zip(shared, units):
+            own = dataclasses.replace(rec, items=1, shared_by=len(shared), busy_share=u / total, call_id=cid,
+                                      notes={**rec.notes, "work": u})
+            out.append(StageCall(own, cost_of(own, self.book), cid, query=s))
+        return out
 
 
     def _cpu_of_own_records(self, records: list[UsageRecord], cpu_seconds: float) -> None:
