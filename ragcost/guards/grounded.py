@@ -23,7 +23,6 @@ count): keep its keys stable.
 
 from __future__ import annotations
 
-import re
 from collections import OrderedDict
 from typing import Any, Literal, Optional
 
@@ -32,30 +31,11 @@ from pydantic import Field
 
 from ragcost.errors import ConfigError
 from ragcost.guards.base import Finding, Guard, GuardParams, guard_registry
+from ragcost.guards.sentence_split import normalised, sentences
 
-_CITATION = re.compile(r"\s*\[[^\]]{1,40}\]")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])|\n+")
-_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+__all__ = ["GroundedGuard", "GroundedParams", "normalised", "sentences", "wants_index_sentences"]
+
 CACHE_SIZE = 50_000  # sentence and passage vectors kept by content hash (~77 MB at 384 dims)
-
-
-def sentences(text: str, min_chars: int = 12) -> list[tuple[int, int, str]]:
-    """(start, end, sentence without citation markers) for each sentence of at least ``min_chars``."""
-    out, pos = [], 0
-    for m in list(_SENTENCE_END.finditer(text)) + [None]:
-        end = m.start() if m else len(text)
-        raw = text[pos:end]
-        clean = _CITATION.sub("", raw).strip()
-        if len(clean) >= min_chars:
-            lead = len(raw) - len(raw.lstrip())
-            out.append((pos + lead, end, clean))
-        pos = m.end() if m else len(text)
-    return out
-
-
-def normalised(text: str) -> str:
-    """The form the verbatim rule compares: no citation markers, one space between words, case-folded, plain quotes."""
-    return " ".join(_CITATION.sub("", text).split()).casefold().translate(_QUOTES)
 
 
 class GroundedParams(GuardParams):

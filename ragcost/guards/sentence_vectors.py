@@ -34,7 +34,7 @@ from ragcost.index.verify import file_record
 
 FOLDER = "sentences"
 MANIFEST = "sentences.json"
-# The sentence rule's version (ragcost.guards.grounded.sentences): a change of the rule re-embeds.
+# The sentence rule's version (ragcost.guards.sentence_split.sentences): a change of the rule re-embeds.
 SPLITTER = "grounded-1"
 _KINDS = ("rows", "vectors", "hashes", "chunks")
 EMBED_BATCH = 256  # sentences per embed call at index time (sorted by length, so little padding)
@@ -130,7 +130,7 @@ def open_sentence_vectors(index_dir: Path | str, expected: dict[str, Any], hint:
 
 def split_chunks(labels: np.ndarray, texts: list[str]) -> tuple[np.ndarray, list[str], np.ndarray]:
     """(rows, clean sentence texts, chunk pairs) of every sentence of every chunk (labels ascending)."""
-    from ragcost.guards.grounded import sentences
+    from ragcost.guards.sentence_split import sentences
 
     rows, sents, chunks = [], [], []
     for label, text in zip(labels.tolist(), texts):
