@@ -197,8 +197,7 @@ class GroundedGuard(Guard):
             if len(sv):
                 mats.append(sv)
                 owner.extend([i] * len(sv)), via.extend(["sentence"] * len(sv))
-        dim = self._embedder().native_dim
-        return (np.vstack(mats) if mats else np.zeros((0, dim), np.float32)), owner, via
+        return (np.vstack(mats) if mats else np.zeros((0, 1), np.float32)), owner, via
 
     # ---- where each passage's vectors come from ------------------------------------------
     def _count(self, key: str, n: int = 1) -> None:
@@ -247,7 +246,7 @@ class GroundedGuard(Guard):
         if art_of is None:
             return None
         art = art_of()
-        if art.manifest.dim == self._embedder().native_dim:
+        if art.manifest.dim == getattr(self._embedder(), "native_dim", None):
             i = int(np.searchsorted(art.labels, label))
             if i < len(art.labels) and art.labels[i] == label:
                 return np.asarray(art.vectors[i], np.float32)
@@ -285,8 +284,7 @@ class GroundedGuard(Guard):
         for k in keys:
             self._cache.move_to_end(k)
         self._count(f"{what}_cached", len(texts) - len(miss))
-        dim = self._embedder().native_dim
-        return np.vstack([self._cache[k] for k in keys]) if keys else np.zeros((0, dim), np.float32)
+        return np.vstack([self._cache[k] for k in keys]) if keys else np.zeros((0, 1), np.float32)
 
 
 def _best(ctx: np.ndarray, v: np.ndarray, owner: list[int], via: list[str]) -> tuple[float, Optional[int], str]:

@@ -145,12 +145,15 @@ def split_chunks(labels: np.ndarray, texts: list[str]) -> tuple[np.ndarray, list
 def embed_sorted(embedder, texts: list[str], batch: int = EMBED_BATCH) -> np.ndarray:
     """Vectors of ``texts`` in their order, embedded shortest first so a batch pads to its own length."""
     if not texts:
-        return np.zeros((0, embedder.native_dim), np.float32)
+        return np.zeros((0, getattr(embedder, "native_dim", 0)), np.float32)
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    out = np.empty((len(texts), embedder.native_dim), np.float32)
+    out: Optional[np.ndarray] = None
     for k in range(0, len(order), batch):
         part = order[k:k + batch]
-        out[part] = embedder.embed([texts[i] for i in part])
+        vecs = np.asarray(embedder.embed([texts[i] for i in part]), np.float32)
+        if out is None:
+            out = np.empty((len(texts), vecs.shape[1]), np.float32)
+        out[part] = vecs
     return out
 
 
