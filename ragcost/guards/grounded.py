@@ -31,7 +31,7 @@ from pydantic import Field
 
 from ragcost.errors import ConfigError
 from ragcost.guards.base import Finding, Guard, GuardParams, guard_registry
-from ragcost.guards.sentence_split import normalised, sentences
+from ragcost.guards.sentence_split import normalised, pieces, sentences
 
 __all__ = ["GroundedGuard", "GroundedParams", "normalised", "sentences", "wants_index_sentences"]
 
@@ -164,9 +164,8 @@ class GroundedGuard(Guard):
             row: list[Any] = [None] * len(sents)
             if self.params.verbatim and hits:
                 passages = [(i, normalised(s.hits[i].text)) for i in hits]
-                for k, (_, _, text) in enumerate(sents):
-                    t = normalised(text)
-                    i = next((i for i, p in passages if t in p), None)
+                for k, (a, b, _) in enumerate(sents):
+                    i = _verbatim(pieces(s.answer[a:b]), passages)
                     if i is not None:
                         row[k] = (1.0, i, "verbatim")
                         verbatim += 1
@@ -294,3 +293,14 @@ def _best(ctx: np.ndarray, v: np.ndarray, owner: list[int], via: list[str]) -> t
     scores = ctx @ v
     j = int(np.argmax(scores))
     return float(scores[j]), owner[j], via[j]
+
+
+def _verbatim(parts: list[str], passages: list[tuple[int, str]]) -> Optional[int]:
+    """The hit holding the longest part when every part is a verbatim span of some passage, else None."""
+    found = []
+    for part in parts:
+        i = next((i for i, p in passages if part in p), None)
+        if i is None:
+            return None
+        found.append((len(part), i))
+    return max(found)[1] if found else None

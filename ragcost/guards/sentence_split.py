@@ -30,3 +30,9 @@ def sentences(text: str, min_chars: int = 12) -> list[tuple[int, int, str]]:
 def normalised(text: str) -> str:
     """The form the verbatim rule compares: no citation markers, one space between words, case-folded, plain quotes."""
     return " ".join(_CITATION.sub("", text).split()).casefold().translate(_QUOTES)
+
+
+def pieces(raw: str) -> list[str]:
+    """The normalised parts of an answer sentence between its citation markers ("A [1] B [2]" -> a, b): an
+    extractive answer joins passage pieces that do not end a sentence, so one sentence may quote two passages."""
+    return [p for p in (" ".join(x.split()).casefold().translate(_QUOTES) for x in _CITATION.split(raw)) if p]
