@@ -167,6 +167,9 @@ class QueryState:
         self.k = k
         self.filter = filter
         self.tenant = tenant
+        # Generation options of this request (OpenAI's names: stop, max_tokens, temperature, seed ...),
+        # set by ragcost serve from the client's request; the generate stage applies them.
+        self.options: dict[str, Any] = {}
         self.vector = vector
         self.full_vector: Optional[np.ndarray] = None
         self._hits: list[Hit] = [] if hits is None else hits
@@ -198,8 +201,17 @@ class QueryState:
         if self.cache:  # a check, if any, is of the nearest candidate (an alternate may have answered)
             return {**self.cache, **own, "sampled": bool(cand.get("sampled")),
                     "correct": cand.get("correct") if cand.get("judged") else None}
+        refused = seen.get("refused") or []
         return {"tier": "miss", **own, "similarity": cand.get("similarity"), "verified": bool(cand.get("judged")),
-                "sampled": bool(cand.get("sampled")), "correct": cand.get("correct")}
+                "sampled": bool(cand.get("sampled")), "correct": cand.get("correct"),
+                **({"refused": refused[0].get("family")} if refused else {})}
+
+    def cache_view(self) -> Optional[dict[str, Any]]:
+        """What a caller is told of the cache (``query --json``, ``/v1/query``): ``{tier, similarity, verified}``, or None."""
+        rec = self.cache_record()
+        if not rec:
+            return None
+        return {"tier": rec.get("tier"), "similarity": rec.get("similarity"), "verified": bool(rec.get("verified"))}
 
     # ---- outcome ---------------------------------------------------------------------------
     @property
