@@ -10,6 +10,7 @@ Nothing here touches the network.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -96,7 +97,7 @@ def _schema(kind: str) -> dict[str, Any]:
 
 
 def _cell(text: Any) -> str:
-    return str(text).replace("\n", " ").replace("|", "\\|")
+    return str(text).replace("\n", " ").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
 class _Render:
@@ -138,7 +139,7 @@ class _Render:
         rows = []
         required = set(schema.get("required", []))
         for key, p in schema.get("properties", {}).items():
-            default = "required" if key in required else (f"`{p['default']}`" if "default" in p else "")
+            default = "required" if key in required else (f"`{json.dumps(p['default'])}`" if "default" in p else "")
             rows.append(f"| `{key}` | {_cell(self.type_of(p, defs))} | {_cell(default)} | {_cell(p.get('description', ''))} |")
         head = f"### {title or name} {{#{self.anchor(name)}}}\n\n"
         doc = f"{_cell(schema['description'])}\n\n" if schema.get("description") else ""
@@ -152,7 +153,7 @@ def yaml_reference(kind: str) -> str:
     stages = None
     if kind == "pipeline":
         stages = schema["properties"]["stages"]["items"].pop("oneOf")
-        schema["properties"]["stages"]["items"] = {"type": "object", "description": "a stage"}
+        schema["properties"]["stages"]["items"] = {"type": "stage (a table per stage type below)"}
     r.model(schema.get("title", kind), schema, schema.get("$defs", {}), title=f"{kind} file")
     for st in stages or []:
         stage_type = st["properties"]["type"].get("const") or st["properties"]["type"].get("enum", ["?"])[0]

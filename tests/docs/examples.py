@@ -154,7 +154,7 @@ def evaluate(example: Example) -> Optional[str]:
         return None
     if block.language == "json":
         try:
-            json.loads(block.source)
+            json.loads(snippets(block.source))
         except json.JSONDecodeError as e:
             return f"{block.where}: JSON does not parse: {e}"
         return None
@@ -206,6 +206,14 @@ def matches(expected: list[str], got: list[str]) -> bool:
     if expected[0] == "...":
         return any(matches(expected[1:], got[j:]) for j in range(len(got) + 1))
     return bool(got) and got[0] == expected[0] and matches(expected[1:], got[1:])
+
+
+_SNIPPET = re.compile(r'^--8<--\s+"([^"]+)"\s*$', re.M)
+
+
+def snippets(text: str) -> str:
+    """pymdownx.snippets' ``--8<-- "path"`` lines replaced by the file (paths from the clone's root, as mkdocs.yml says)."""
+    return _SNIPPET.sub(lambda m: (REPO / m.group(1)).read_text(encoding="utf-8"), text)
 
 
 # --- YAML ---------------------------------------------------------------------------------------------

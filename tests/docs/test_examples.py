@@ -28,3 +28,17 @@ def test_the_docs_have_examples_of_every_checked_kind():
     langs = {e.parsed.language for e in EXAMPLES}
     assert {"yaml", "bash", "python", "console"} <= langs, langs
     assert any(e.parsed.path == REPO / "README.md" for e in EXAMPLES)
+
+
+def test_the_readme_stays_short_and_its_pipeline_is_the_committed_quickstart():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 150, "the README is at most 150 lines: move the detail into a docs page"
+    yaml_blocks = [e.parsed.source for e in EXAMPLES if e.parsed.path == REPO / "README.md" and e.parsed.language == "yaml"]
+    quickstart = (REPO / "pipelines" / "quickstart.yaml").read_text(encoding="utf-8")
+    assert quickstart in yaml_blocks, "the README shows pipelines/quickstart.yaml as committed: copy the file into it"
+
+
+def test_the_readme_keeps_the_two_commands_ci_and_the_demo_run():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "\nbash scripts/test.sh\n" in readme and "scripts/test.sh" in (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert ".venv/bin/ragcost index pipelines/quickstart.yaml && .venv/bin/ragcost query pipelines/quickstart.yaml" in readme
