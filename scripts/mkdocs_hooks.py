@@ -97,7 +97,8 @@ def _schema(kind: str) -> dict[str, Any]:
 
 
 def _cell(text: Any) -> str:
-    return str(text).replace("\n", " ").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    return (str(text).replace("\n", " ").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("{", "&#123;").replace("}", "&#125;"))  # attr_list would read a trailing {...} as attributes
 
 
 class _Render:

@@ -9,9 +9,9 @@ The convention (docs/contributing.md says the same for writers):
   marker ``<!-- yaml: pipeline|index|pricing|eval|routing -->`` on the line before the block.
   ``<!-- yaml: KIND lines -->`` checks each line as its own file (a block of alternatives).
   A fragment gets the keys it leaves out (a pipeline's ``name``, a price book's ``version``...).
-- ```bash / ```sh runs as one ``bash -euo pipefail`` script; ```console runs each ``$ command``
-  (``\\`` continues it) and compares its output with the lines below it (a line ``...`` matches any
-  lines). ```python runs as one program, alone. ```toml and ```json must parse.
+- ```bash / ```sh runs as one ``bash -euo pipefail`` script; ```console runs each ``$ command`` (a
+  ``$`` line that opens the block or follows a blank line; ``\\`` continues it) and compares what it
+  prints with the lines below it (a line ``...`` matches any lines). ```python runs as one program, alone. ```toml and ```json must parse.
 - ``<!-- not-run: REASON -->`` on the line before a block says it is not run here and why; the reason
   is shown as the test's skip reason. An empty reason is a failure.
 - Blocks with another language or none (output, text) are not examples.
@@ -175,7 +175,8 @@ def run_console(block: Block) -> Optional[str]:
     lines = block.source.splitlines()
     i = 0
     while i < len(lines):
-        if not lines[i].startswith("$ "):
+        # A command is a `$ ` line that opens the block or follows a blank line (output may begin "$ per ...").
+        if not (lines[i].startswith("$ ") and (i == 0 or not lines[i - 1].strip())):
             if steps:
                 steps[-1][1].append(lines[i])
             elif lines[i].strip():

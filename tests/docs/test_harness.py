@@ -66,6 +66,11 @@ def test_a_failing_shell_block_fails_and_a_console_block_compares_its_output(tmp
         drift.evaluate()
 
 
+def test_a_console_block_runs_each_command_after_a_blank_line_and_output_may_begin_with_a_dollar(tmp_path):
+    (ex,) = _examples(tmp_path, "```console\n$ echo '$ per query'\n$ per query\n\n$ echo two\ntwo\n```\n")
+    ex.evaluate()
+
+
 def test_a_failing_python_block_fails(tmp_path):
     (ex,) = _examples(tmp_path, "```python\nimport ragcost\nragcost.no_such_thing\n```\n")
     with pytest.raises(SybilFailure, match="AttributeError"):
