@@ -107,7 +107,10 @@ def project() -> Path:
     if "root" not in _PROJECT:
         import tempfile
 
+        import atexit
+
         top = Path(tempfile.mkdtemp(prefix="ragcost-docs-"))
+        atexit.register(shutil.rmtree, top, True)
         root = top / "ragcost"
         for name in COPIED:
             if (REPO / name).is_dir():
