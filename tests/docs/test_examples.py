@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.docs.examples import REPO, examples
+from tests.docs.examples import REPO, doc_files, examples, unlabelled_commands
 
 EXAMPLES = examples()
 
@@ -42,3 +42,9 @@ def test_the_readme_keeps_the_two_commands_ci_and_the_demo_run():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert "\nbash scripts/test.sh\n" in readme and "scripts/test.sh" in (REPO / ".ci" / "run").read_text(encoding="utf-8")
     assert ".venv/bin/ragcost index pipelines/quickstart.yaml && .venv/bin/ragcost query pipelines/quickstart.yaml" in readme
+
+
+def test_a_block_that_shows_a_command_says_its_language():
+    """```console (or ```bash) runs it; a block with no language would hide a command from the checks."""
+    found = [hit for path in doc_files() for hit in unlabelled_commands(path)]
+    assert not found, "label these blocks ```console or ```bash (and mark them not-run with a reason if they cannot run here):\n" + "\n".join(found)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from sybil.example import SybilFailure
 
-from tests.docs.examples import SYBIL, matches
+from tests.docs.examples import SYBIL, matches, unlabelled_commands
 
 
 def _examples(tmp_path: Path, text: str):
@@ -87,3 +87,9 @@ def test_an_ellipsis_line_matches_any_lines():
     assert matches(["a", "...", "d"], ["a", "d"])
     assert not matches(["a", "...", "d"], ["a", "b"])
     assert not matches(["a"], ["a", "b"])
+
+
+def test_a_command_in_a_block_without_a_language_is_found(tmp_path):
+    path = tmp_path / "page.md"
+    path.write_text("```\nragcost eval x.yaml\n```\n\n```\n$ per query $0.1\n```\n\n```text\n$ ragcost plan\n```\n")
+    assert [h.split(": ", 1)[1] for h in unlabelled_commands(path)] == ["ragcost eval x.yaml", "$ ragcost plan"]
