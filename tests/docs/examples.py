@@ -248,7 +248,7 @@ def yaml_kind(data: object, block: Block) -> str:
     keys = set(data) if isinstance(data, dict) else set()
     if "routing" in keys:
         return "routing"
-    if keys & {"resources", "queries_per_month"}:
+    if keys & {"resources", "queries_per_month", "fleet"}:
         return "pricing"
     if keys & {"grid", "dataset", "embedders", "dims", "precisions"}:
         return "eval"
