@@ -17,8 +17,28 @@ def _money(v: Optional[float]) -> str:
     return "n/a (0 useful)" if v is None else f"${v:.3g}"
 
 
+def _with_ci(v: Optional[float], ci: Optional[list], spec: str = ".4f") -> str:
+    """``0.6600 [0.6290, 0.6890]``: the value and its 95% interval (the value alone when there is none)."""
+    if v is None:
+        return "n/a"
+    return f"{v:{spec}} [{ci[0]:{spec}}, {ci[1]:{spec}}]" if ci else f"{v:{spec}}"
+
+
+def _span(ci: Optional[list], spec: str = ".3f") -> str:
+    """``0.617–0.704``: an interval compact enough for a table cell ('' when there is none)."""
+    return f"{ci[0]:{spec}}–{ci[1]:{spec}}" if ci else ""
+
+
+def _rel_span(v: Optional[float], ci: Optional[list]) -> str:
+    """A $ interval as its ends relative to the value: ``-7%/+8%``."""
+    if not ci or not v:
+        return ""
+    return f"{ci[0] / v - 1:+.0%}/{ci[1] / v - 1:+.0%}"
+
+
 def results_table(run: Any) -> Any:
-    """The terminal table: one row per measured configuration, best quality first."""
+    """The terminal table: one row per measured configuration, best quality first, and under it a dim row
+    with each figure's 95% bootstrap interval over the queries ($: its ends relative to the value)."""
     from rich.table import Table
 
     q, k0 = run.quality, run.k[0]
@@ -29,9 +49,9 @@ def results_table(run: Any) -> Any:
     t.add_column("config", no_wrap=True)
     for c in cols:
         base, _, cut = c.partition("@")
-        t.add_column(f"{short.get(base, base)}@{cut}", justify="right")
+        t.add_column(f"{short.get(base, base)}@{cut}", justify="right", no_wrap=True)
     for h in ("p50 ms", "p95 ms", "p99 ms", "QPS 1/batch", "build s", "B/vec", "RAM MB", "$/1k q", "$/useful", ""):
-        t.add_column(h, justify="right")
+        t.add_column(h, justify="right", no_wrap=h in ("$/1k q", "$/useful"))
     for r in sorted(run.ok(), key=lambda r: -r.metrics.get(q, 0)):
         mark = "★ pick" if r.recommended else "◆ front" if r.pareto else ""  # pick: cheapest within the quality margin, not the top score
         t.add_row(
@@ -41,6 +61,10 @@ def results_table(run: Any) -> Any:
             f"{r.usd_per_1k_queries:.5f}", _money(r.usd_per_useful), mark,
             style="bold green" if r.recommended else None,
         )
+        if r.ci:
+            t.add_row("  95% CI", *(_span(r.ci.get(c)) for c in cols), *([""] * 7),
+                      _rel_span(r.usd_per_1k_queries, r.ci.get("usd_per_1k_queries")),
+                      _rel_span(r.usd_per_useful, r.ci.get("usd_per_useful")), "", style="dim")
     return t
 
 
@@ -141,10 +165,12 @@ def eval_(
     parquet: Optional[Path] = typer.Option(None, "--parquet", help="write the results as Parquet here"),
     ledger: Optional[str] = typer.Option(None, "--ledger", help="SQLAlchemy URL of the ledger (default: the pipeline's store)"),
     no_ledger: bool = typer.Option(False, "--no-ledger", help="do not record this run in the ledger"),
-    compare: Optional[tuple[str, str]] = typer.Option(None, "--compare", help="show what changed between two recorded eval runs (ids, id prefixes, 'previous', 'last')"),
+    compare: Optional[tuple[str, str]] = typer.Option(None, "--compare", help="show what changed between two recorded eval runs (ids, id prefixes, 'previous', 'last'), paired over queries; RUN:CONFIG RUN:CONFIG compares two configurations"),
     max_queries: Optional[int] = typer.Option(None, "--max-queries", help="evaluate only the first N judged queries"),
     cache_dir: Path = typer.Option(Path(".ragcost/eval"), "--cache-dir", help="where corpus and query vectors are cached"),
     write: bool = typer.Option(False, "--write", help="store the recommended configuration's calibrated useful threshold in the pipeline YAML (useful: {judge: score, threshold: X})"),
+    as_json: bool = typer.Option(False, "--json", help="print the run as JSON on stdout (every figure with its 95% interval, ci) instead of the tables"),
+    ablate: bool = typer.Option(False, "--ablate", help="run the pipeline with each optional stage (rerank, hybrid, guard, cache, route) removed: what each buys, with its interval, and at what price"),
     ray: Optional[str] = typer.Option(None, "--ray", metavar="ADDRESS", help="embed the corpus on the Ray cluster at ADDRESS (host:port as `ray start --head` prints it, or auto) instead of the pipeline's executor"),
 ) -> None:
     """Compare index and embedding configurations on a dataset's relevance judgments: quality, latency, bytes, dollars."""
@@ -155,6 +181,8 @@ def eval_(
         return _compare(out, compare, ledger, spec)
     if spec is None:
         raise ConfigError("give an eval spec (e.g. ragcost eval eval/cranfield-indexes.yaml) or --compare RUN_A RUN_B")
+    if write and ablate:
+        raise ConfigError("--write with --ablate: an ablation measures the pipeline's stages, it recommends no configuration; drop one of them")
     from ragcost.evaluate.routing import is_routing_spec
 
     if is_routing_spec(spec):
@@ -171,9 +199,20 @@ def eval_(
     err = Console(stderr=True, soft_wrap=True)
     cb, bar = _progress_runner(err)
     with bar:
-        run = run_eval(ls, cache_dir, progress=cb, ray_address=ray)
+        if ablate:
+            from ragcost.evaluate.ablate import run_ablation
+
+            run = run_ablation(ls, cache_dir, progress=cb)
+        else:
+            run = run_eval(ls, cache_dir, progress=cb, ray_address=ray)
     _print_warnings(err, run)
-    rec = _print_results(out, run)
+    if as_json:
+        from ragcost.evaluate.run import results_json
+
+        out = Console(stderr=True, soft_wrap=True)  # stdout carries the JSON alone
+        rec = next((r for r in run.ok() if r.recommended), None)
+    else:
+        rec = _print_ablation(out, run) if ablate else _print_results(out, run)
     if write and rec is None:
         raise ConfigError("--write: no configuration was measured, so there is no threshold to store")
     if not no_ledger:  # the run id first, so the files carry it; a ledger that cannot open must not lose them
@@ -192,6 +231,8 @@ def eval_(
     if failed is not None:
         raise StoreError(f"results not recorded: {failed}; the files above were written; rerun with --ledger URL or --no-ledger")
     out.print(f"done in {run.wall_seconds:.0f}s", highlight=False)
+    if as_json:
+        print(results_json(run))
 
 
 def _print_warnings(err: Any, run: Any) -> None:
@@ -219,17 +260,47 @@ def _print_results(out: Any, run: Any) -> Any:
             out.print(f"  {_m(r.name)}: {_m(r.status)}: {_m(r.reason)}", highlight=False)
     rec = next((r for r in run.ok() if r.recommended), None)
     if rec:
-        out.print(f"recommended: [bold]{_m(rec.name)}[/] — cheapest by $ per useful document ({_money(rec.usd_per_useful)}) "
-                  f"within {run.within_pct:g}% of the best {run.quality} ({rec.metrics[run.quality]:.4f})", highlight=False)
+        how = (f"within {run.within_pct:g}% of the best {run.quality} by its interval, and no other significantly cheaper "
+               "(a saving inside the noise does not beat quality)" if (run.intervals or {}).get("resamples")
+               else f"cheapest by $ per useful document within {run.within_pct:g}% of the best {run.quality}")
+        out.print(f"recommended: [bold]{_m(rec.name)}[/] — {_m(run.quality)} {_m(_with_ci(rec.metrics[run.quality], rec.ci.get(run.quality)))}, "
+                  f"{_money(rec.usd_per_useful)} per useful document; {_m(how)}", highlight=False)
+        _print_versus(out, run, rec)
         out.print(stage_table(rec))
         out.print(f"useful threshold for {_m(rec.name)}: {_m(calibration_line(rec))}", highlight=False)
     return rec
+
+
+def _print_ablation(out: Any, run: Any) -> None:
+    """The full pipeline and each stage removed, then per stage what it buys (paired over the same queries)."""
+    out.print(results_table(run))
+    out.print(f"what each optional stage buys (full pipeline - without it, paired over {run.queries} queries, "
+              f"95% bootstrap interval, sign-flip p):", highlight=False)
+    for a in run.ablation:
+        out.print(f"  {_m(a['line'])}", highlight=False)
+    return None
+
+
+def _print_versus(out: Any, run: Any, rec: Any) -> None:
+    """How the intervals were made, and the pick against the best configuration, paired over the same queries."""
+    from ragcost.evaluate.intervals import resampler, versus_line
+
+    iv = run.intervals or {}
+    if not iv.get("resamples"):
+        return
+    out.print(_m("95% CI, [lo, hi]: ") + f"{iv['level']:.0%} percentile bootstrap over {iv['queries']} queries ({iv['resamples']} resamples, "
+              f"seed {iv['seed']}); $ intervals include the spread of the repeated timing rounds", highlight=False)
+    best = max(run.ok(), key=lambda r: (r.metrics.get(run.quality, float("-inf")), -r.bytes_per_vector))
+    if best is not rec:
+        out.print(f"  {_m(rec.name)} vs the best {_m(best.name)}: {_m(versus_line(rec, best, run.quality, resampler(iv['queries'])))}",
+                  highlight=False)
 
 
 def _compare(out: Any, refs: tuple[str, str], ledger: Optional[str], spec: Optional[Path]) -> None:
     from rich.table import Table
 
     from ragcost.evaluate import results as res
+    from ragcost.evaluate.intervals import compare_rows
 
     url = ledger
     if url is None and spec is not None:
@@ -238,25 +309,79 @@ def _compare(out: Any, refs: tuple[str, str], ledger: Optional[str], spec: Optio
 
         url = Pipeline.load(load_spec(spec).pipeline_path, judge=False).config.store_url
     url = res.default_ledger(url)
-    id_a, rows_a = res.read_run(url, refs[0])
-    id_b, rows_b = res.read_run(url, refs[1])
-    t = Table(title=f"eval run {id_a[:8]} -> {id_b[:8]} (B - A)", header_style="bold")
+    (ref_a, cfg_a), (ref_b, cfg_b) = res.split_ref(refs[0]), res.split_ref(refs[1])
+    id_a, rows_a = res.read_run(url, ref_a)
+    id_b, rows_b = res.read_run(url, ref_b)
+    if cfg_a or cfg_b:
+        if not (cfg_a and cfg_b):
+            raise ConfigError("--compare: name a configuration on both sides (RUN:CONFIG RUN:CONFIG, e.g. "
+                              "last:dense-flat last:dense-flat+hybrid) or on neither (RUN RUN)")
+        return _compare_two(out, res.find_config(rows_a, cfg_a, id_a), res.find_config(rows_b, cfg_b, id_b), id_a, id_b)
+    t = Table(title=f"eval run {id_a[:8]} -> {id_b[:8]} (B - A; paired over the queries both judged)", header_style="bold")
     t.add_column("config", no_wrap=True)
     t.add_column("change")
     for m in res.COMPARED:
         t.add_column(m, justify="right")
+    t.add_column("Δquality [95% CI], p", justify="right")
+    t.add_column("$/useful Δ [95% CI]", justify="right")
     t.add_column("front A/B")
     changed = 0
+    verdicts: dict[str, list[str]] = {}
     for row in res.compare(rows_a, rows_b):
         cells = []
         for m in res.COMPARED:
             a, b, d = row[m]
             cells.append("" if d is None else f"{b:.4g} ({d:+.3g})" if abs(d) > 1e-12 else f"{b:.4g} (=)")
         changed += bool(row["change"]) or any(row[m][2] not in (None, 0) for m in res.COMPARED)
+        ra = next((r for r in rows_a if r["config"] == row["config"]), None)
+        rb = next((r for r in rows_b if r["config"] == row["config"]), None)
+        c = compare_rows(ra, rb) if ra and rb else None
+        q_cell = cost_cell = ""
+        if c is not None:
+            words = {"better": "better", "worse": "worse", "no significant difference": "n.s."}
+            q_cell = f"{c['quality'].diff.fmt('.4f', sign=True)} p={c['quality'].p:.2g} {words[c['quality'].word()]}"
+            ch = c["cost"]
+            cost_cell = "n/a" if ch is None else f"{ch.estimate:+.1%} [{ch.lo:+.1%}, {ch.hi:+.1%}] {words.get(c['cost_word'], c['cost_word'])}"
+            verdicts.setdefault("quality", []).append(c["quality"].word())
+            verdicts.setdefault("$ per useful document", []).append(c["cost_word"])
         yn = lambda v: "-" if v is None else ("yes" if v else "no")  # noqa: E731
-        t.add_row(_m(row["config"]), _m(row["change"]), *cells, f"{yn(row['pareto'][0])}/{yn(row['pareto'][1])}")
+        t.add_row(_m(row["config"]), _m(row["change"]), *cells, _m(q_cell), _m(cost_cell),
+                  f"{yn(row['pareto'][0])}/{yn(row['pareto'][1])}")
     out.print(t)
     out.print(f"{changed} configuration(s) differ", highlight=False)
+    for what, ws in verdicts.items():
+        counts = {w: ws.count(w) for w in dict.fromkeys(ws)}
+        out.print(f"{what} (paired, 95%; n.s. = no significant difference): "
+                  + ", ".join(f"{n} {w}" for w, n in counts.items()), highlight=False)
+
+
+def _compare_two(out: Any, ra: dict, rb: dict, id_a: str, id_b: str) -> None:
+    """Two configurations (of one run or two), paired over the queries both judged."""
+    from ragcost.evaluate.intervals import compare_rows
+
+    q = ra.get("quality_metric") or "quality"
+    for tag, r, rid in (("A", ra, id_a), ("B", rb, id_b)):
+        ci = f" [{r['quality_lo']:.4f}, {r['quality_hi']:.4f}]" if r.get("quality_lo") is not None else ""
+        per = "n/a (0 useful)" if r.get("usd_per_useful") is None else f"${r['usd_per_useful']:.3g}"
+        per_ci = f" [{r['usd_per_useful_lo']:.3g}, {r['usd_per_useful_hi']:.3g}]" if r.get("usd_per_useful_lo") is not None else ""
+        out.print(f"{tag}: {_m(r['config'])} (run {rid[:8]}): {q} {r['quality']:.4f}{ci}, $/useful {per}{per_ci}", highlight=False)
+    c = compare_rows(ra, rb)
+    if c is None:
+        raise ConfigError("--compare: no per-query values for a paired test (a run recorded before intervals, "
+                          "or fewer than 10 judged queries); rerun `ragcost eval` on the spec and compare the new runs")
+    p = c["quality"]
+    out.print(f"B - A over {c['queries']} queries: Δ{q} {p.diff.fmt('.4f', sign=True)} (95% paired bootstrap), "
+              f"p={p.p:.3g} (sign-flip permutation): {p.word()}", highlight=False)
+    ch = c["cost"]
+    if ch is not None:
+        out.print(f"$ per useful document: B/A {ch.estimate:+.1%} [{ch.lo:+.1%}, {ch.hi:+.1%}] "
+                  f"(noise floor ±{c['margin']:.1%}): {c['cost_word']}", highlight=False)
+    if not p.significant and c["cost_word"] in ("cheaper", "dearer"):
+        cheaper = "B" if c["cost_word"] == "cheaper" else "A"
+        out.print(f"no significant difference in {q}: the significantly cheaper, {cheaper} "
+                  f"({_m((rb if cheaper == 'B' else ra)['config'])}), wins", highlight=False)
+    elif not p.significant:
+        out.print(f"no significant difference in {q} or in $ per useful document", highlight=False)
 
 
 def _routing(out: Any, spec: Path, html: Optional[Path], other: Optional[Path]) -> None:

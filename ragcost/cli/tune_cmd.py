@@ -44,9 +44,14 @@ def tune(
         out.print("no configuration reached the floor (every one measured has no useful document)", highlight=False)
         raise typer.Exit(1)
     q = rep.quality
-    out.print(f"chosen: [bold]{_m(c.name)}[/] — {q} {c.quality(q):.4f} ({c.quality(q) / rep.best_quality:.1%} of the best), "
+    ci = f" [{c.ci[q][0]:.4f}, {c.ci[q][1]:.4f}]" if q in c.ci else ""
+    out.print(f"chosen: [bold]{_m(c.name)}[/] — {q} {c.quality(q):.4f}{ci} ({c.quality(q) / rep.best_quality:.1%} of the best), "
               f"{_money(c.usd_per_useful)} per useful document, p95 {c.p95_ms:.2f} ms, {c.bytes_per_vector:,.0f} B/vector",
               highlight=False)
+    if rep.best is not None and rep.best is not c and rep.resampler is not None:
+        from ragcost.evaluate.intervals import versus_line
+
+        out.print(f"  vs the best {_m(rep.best.name)}: {_m(versus_line(c, rep.best, q, rep.resampler))}", highlight=False)
     if b is not None:
         saved = rep.savings()
         out.print(f"pipeline's current configuration: {_m(b.name)} — {q} {b.quality(q):.4f}, {_money(b.usd_per_useful)} "

@@ -24,10 +24,20 @@ def pareto_front(results: Sequence[Any], quality: str) -> list[int]:
 
 
 def recommend(results: Sequence[Any], quality: str, within_pct: float) -> int | None:
-    """The cheapest result (by $ per useful document, then p95) within ``within_pct`` % of the best quality."""
+    """The cheapest result (by $ per useful document, then p95) within ``within_pct`` % of the best quality.
+
+    With per-query values over enough queries (``evaluate.intervals.pick``): within means the interval
+    of its quality relative to the best reaches the margin, and cheaper means significantly cheaper.
+    """
+    from ragcost.evaluate.intervals import pick, resampler
+
     scored = [(i, r) for i, r in enumerate(results) if not math.isnan(r.metrics.get(quality, math.nan))]
     if not scored:
         return None
+    sizes = {len(r.per_query.get(quality, ())) for _, r in scored}
+    if len(sizes) == 1 and 0 not in sizes:  # every result scored on the same queries
+        chosen = pick([r for _, r in scored], quality, 1 - within_pct / 100.0, resampler(sizes.pop()))
+        return next((i for i, r in scored if r is chosen), None)
     best = max(r.metrics[quality] for _, r in scored)
     floor = best * (1 - within_pct / 100.0)
     ok = [(i, r) for i, r in scored if r.metrics[quality] >= floor - 1e-12]

@@ -46,7 +46,9 @@ def scatter(points: Sequence[dict], x_label: str, y_label: str, title: str, log_
     if not pts:
         out.append(f'<text x="{W / 2}" y="{H / 2}" text-anchor="middle">no measured configurations</text></svg>')
         return "".join(out)
-    xs, ys = [p["x"] for p in pts], [p["y"] for p in pts]
+    # the axes hold the error bars too, not only the points
+    xs = [v for p in pts for v in (p["x"], p.get("xlo"), p.get("xhi")) if v is not None and (not log_x or v > 0)]
+    ys = [v for p in pts for v in (p["y"], p.get("ylo"), p.get("yhi")) if v is not None]
     x0, x1 = min(xs), max(xs)
     log_x = log_x and x1 / x0 > 20  # a narrow range reads better, and gets ticks, on a linear axis
     x_label = x_label if log_x else x_label.replace(" (log)", "")
@@ -80,6 +82,13 @@ def scatter(points: Sequence[dict], x_label: str, y_label: str, title: str, log_
                        f'<text x="{PAD_L - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="11">{_fmt(t)}</text>')
     out.append(f'<text x="{PAD_L + pw / 2}" y="{H - 10}" text-anchor="middle" font-size="12">{_esc(x_label)}</text>'
                f'<text transform="translate(16 {PAD_T + ph / 2}) rotate(-90)" text-anchor="middle" font-size="12">{_esc(y_label)}</text>')
+    for p in pts:  # 95% intervals as error bars, under the points
+        if p.get("ylo") is not None:
+            x, a, b = sx(p["x"]), sy(max(p["ylo"], y0)), sy(min(p["yhi"], y1))
+            out.append(f'<line class="ci" x1="{x:.1f}" y1="{a:.1f}" x2="{x:.1f}" y2="{b:.1f}" stroke="#555" stroke-width="1"/>')
+        if p.get("xlo") is not None and (not log_x or p["xlo"] > 0):
+            y, a, b = sy(p["y"]), sx(max(p["xlo"], x0)), sx(min(p["xhi"], x1))
+            out.append(f'<line class="ci" x1="{a:.1f}" y1="{y:.1f}" x2="{b:.1f}" y2="{y:.1f}" stroke="#555" stroke-width="1"/>')
     for kind in ("other", "front", "best"):  # the highlighted points are drawn last, on top
         for p in pts:
             if p["kind"] != kind:
@@ -122,13 +131,34 @@ def _money(v: Optional[float]) -> str:
     return "n/a (0 useful)" if v is None else f"${v:.3g}"
 
 
+def _ci(r: Any, name: str, spec: str = ".4f", value: bool = True) -> str:
+    """``0.6600 [0.6290, 0.6890]`` (value=False: the interval alone; '' when there is none)."""
+    ci = r.ci.get(name) if getattr(r, "ci", None) else None
+    v = r.usd_per_useful if name == "usd_per_useful" else r.metrics.get(name, float("nan"))
+    iv = f"[{ci[0]:{spec}}, {ci[1]:{spec}}]" if ci else ""
+    if not value:
+        return iv
+    return f"{v:{spec}} {iv}".strip() if v is not None else "n/a"
+
+
+def _bars(r: Any, q: str, x: Optional[str]) -> dict:
+    out: dict = {}
+    if q in r.ci:
+        out["ylo"], out["yhi"] = r.ci[q]
+    if x and x in r.ci:
+        out["xlo"], out["xhi"] = r.ci[x]
+    return out
+
+
 def render(run: Any) -> str:
     """The whole report as one HTML string."""
     ok = run.ok()
     q = run.quality
     k0 = run.k[0]
-    p1 = [dict(x=r.usd_per_useful, y=r.metrics.get(q), label=f"{r.name}: {q} {r.metrics.get(q, 0):.4f}, {_money(r.usd_per_useful)}/useful", kind=_kind(r)) for r in ok]
-    p2 = [dict(x=r.p95_ms, y=r.metrics.get(q), label=f"{r.name}: {q} {r.metrics.get(q, 0):.4f}, p95 {r.p95_ms:.3f} ms", kind=_kind(r)) for r in ok]
+    p1 = [dict(x=r.usd_per_useful, y=r.metrics.get(q), label=f"{r.name}: {q} {_ci(r, q)}, {_money(r.usd_per_useful)}/useful {_ci(r, 'usd_per_useful', '.3g')}",
+               kind=_kind(r), **_bars(r, q, "usd_per_useful")) for r in ok]
+    p2 = [dict(x=r.p95_ms, y=r.metrics.get(q), label=f"{r.name}: {q} {_ci(r, q)}, p95 {r.p95_ms:.3f} ms", kind=_kind(r),
+               **_bars(r, q, None)) for r in ok]
     builds: dict[str, float] = {}
     for r in ok:
         label = f"{Path(r.index_file).stem} d{r.dim} {r.precision}"
@@ -139,10 +169,10 @@ def render(run: Any) -> str:
     rows = []
     for r in sorted(ok, key=lambda r: -r.metrics.get(q, 0)):
         cls = "best" if r.recommended else "front" if r.pareto else ""
-        cells = [r.name, *(f"{r.metrics.get(m, float('nan')):.4f}" for m in metric_cols),
+        cells = [r.name, *(_ci(r, m) for m in metric_cols),
                  f"{r.p50_ms:.3f}", f"{r.p95_ms:.3f}", f"{r.p99_ms:.3f}", f"{r.qps_single:,.0f}", f"{r.qps_batch:,.0f}",
                  f"{r.build_seconds:.2f}", f"{r.bytes_per_vector:,.1f}", f"{r.index_bytes / 1e6:.2f}",
-                 f"${r.usd_per_1k_queries:.5f}", str(r.useful), _money(r.usd_per_useful),
+                 f"${r.usd_per_1k_queries:.5f}", str(r.useful), f"{_money(r.usd_per_useful)} {_ci(r, 'usd_per_useful', '.3g', value=False)}",
                  "recommended" if r.recommended else "yes" if r.pareto else ""]
         rows.append(f'<tr class="{cls}">' + "".join(f"<td>{_esc(c)}</td>" for c in cells) + "</tr>")
     others = [r for r in run.results if r.status != "ok"]
@@ -163,9 +193,12 @@ td:first-child,th:first-child{{text-align:left;white-space:nowrap}} tr.front td{
 pipeline <b>{_esc(run.pipeline)}</b> (model dim {run.native_dim}); price book {_esc(run.price_book_version)};
 query embedding {run.query_embed_ms:.1f} ms/query; run {_esc(run.run_id or "(not recorded)")} at {_esc(run.started_at)}, {run.wall_seconds:.0f} s.</p>
 <p>Quality is <b>{_esc(q)}</b>. Pareto front over ({_esc(q)} &uarr;, $ per useful document &darr;, p95 latency &darr;).
-Recommendation (cheapest by $ per useful document within {run.within_pct:g}% of the best {_esc(q)}):
+Recommendation (cheapest by $ per useful document within {run.within_pct:g}% of the best {_esc(q)}; with intervals: within
+by the interval of its quality relative to the best, and cheaper only where the saving is significant):
 <b>{_esc(rec.name if rec else "none")}</b>. A useful document is one in the top {k0} with qrels score &ge; 1.</p>
+{_interval_note(run)}
 {"<ul>" + warn + "</ul>" if warn else ""}
+{ablation_section(run)}
 <div class="plots">
 {scatter(p1, "$ per useful retrieved document (log)", q, f"{q} vs $ per useful document", log_x=True)}
 {scatter(p2, "p95 search latency, ms (log)", q, f"{q} vs p95 latency", log_x=True)}
@@ -177,6 +210,28 @@ Recommendation (cheapest by $ per useful document within {run.within_pct:g}% of 
 {"<h2>Not measured</h2><ul>" + skipped + "</ul>" if skipped else ""}
 </body></html>
 """
+
+
+def _interval_note(run: Any) -> str:
+    iv = getattr(run, "intervals", None) or {}
+    if not iv.get("resamples"):
+        return f'<p class="meta">{_esc(iv.get("note", "no intervals"))}</p>' if iv else ""
+    return (f'<p class="meta">[lo, hi] and the error bars: {iv["level"]:.0%} percentile bootstrap over {iv["queries"]} queries '
+            f'({iv["resamples"]} resamples, seed {iv["seed"]}), one resample set shared by every configuration; $ intervals '
+            "also include the spread of the repeated timing rounds. A cheaper pick is made only when the saving is significant.</p>")
+
+
+def ablation_section(run: Any) -> str:
+    """The --ablate table (each optional stage removed), when the run has one."""
+    rows = getattr(run, "ablation", None) or []
+    if not rows:
+        return ""
+    head = ["stage removed", "config", "Δquality [95% CI]", "p", "Δ$/query", "$ per marginal useful", "verdict"]
+    body = "".join("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in (
+        a["stage"], a["config"], a["delta_text"], f"{a['p']:.3g}" if a.get("p") is not None else "", a["usd_text"],
+        a["marginal_text"], a["verdict"])) + "</tr>" for a in rows)
+    return (f"<h2>Stage ablation</h2><p>What each optional stage buys: the pipeline with that stage removed, paired over the "
+            f"same queries.</p><table><thead><tr>{''.join(f'<th>{_esc(h)}</th>' for h in head)}</tr></thead><tbody>{body}</tbody></table>")
 
 
 def write_html(run: Any, path: Path) -> None:

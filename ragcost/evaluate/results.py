@@ -62,6 +62,13 @@ eval_results = sa.Table(
     sa.Column("stages", sa.Text),  # JSON: per stage usd, useful, usd_per_useful (storage last)
     sa.Column("useful_threshold", sa.Double),  # calibrated score threshold; NULL: the precision target was not reached
     sa.Column("calibration", sa.Text),  # JSON: evaluate.calibrate.Calibration
+    sa.Column("quality_lo", sa.Double),  # the quality's 95% bootstrap interval over queries (NULL: too few queries)
+    sa.Column("quality_hi", sa.Double),
+    sa.Column("usd_per_useful_lo", sa.Double),
+    sa.Column("usd_per_useful_hi", sa.Double),
+    sa.Column("timing_noise", sa.Double),  # relative spread of the repeated timing rounds
+    sa.Column("ci", sa.Text),  # JSON: figure -> [lo, hi]
+    sa.Column("per_query", sa.Text),  # JSON: {ids, quality, useful, usd}: what a paired --compare resamples
 )
 
 COMPARED = ("quality", "recall_at_k", "ann_recall_at_k", "p95_ms", "usd_per_useful", "bytes_per_vector")
@@ -91,6 +98,11 @@ def flat_row(run: Any, r: Any) -> dict[str, Any]:
         "stages": json.dumps(r.stages) if r.stages else None,
         "useful_threshold": (r.calibration or {}).get("threshold"),
         "calibration": json.dumps(r.calibration, sort_keys=True) if r.calibration else None,
+        "quality_lo": _ci(r, run.quality, 0), "quality_hi": _ci(r, run.quality, 1),
+        "usd_per_useful_lo": _ci(r, "usd_per_useful", 0), "usd_per_useful_hi": _ci(r, "usd_per_useful", 1),
+        "timing_noise": r.timing_noise if r.status == "ok" else None,
+        "ci": json.dumps(r.ci, sort_keys=True) if r.ci else None,
+        "per_query": _per_query_json(run, r),
     }
     for name in ("p50_ms", "p95_ms", "p99_ms", "qps_single", "qps_batch", "build_seconds", "bytes_per_vector",
                  "index_bytes", "queries", "useful", "total_usd", "usd_per_1k_queries", "usd_per_useful", "pareto", "recommended"):
@@ -102,12 +114,30 @@ def flat_row(run: Any, r: Any) -> dict[str, Any]:
     return row
 
 
+def _ci(r: Any, name: str, end: int) -> Optional[float]:
+    ci = getattr(r, "ci", None) or {}
+    return ci[name][end] if name in ci else None
+
+
+def _per_query_json(run: Any, r: Any) -> Optional[str]:
+    pq = getattr(r, "per_query", None) or {}
+    if r.status != "ok" or run.quality not in pq:
+        return None
+    return json.dumps({"ids": list(run.query_ids), "quality": [round(float(x), 6) for x in pq[run.quality]],
+                       "useful": [int(x) for x in pq["useful"]], "usd": [float(x) for x in pq["usd"]]})
+
+
 def export_rows(run: Any) -> list[dict[str, Any]]:
-    """Rows for CSV/Parquet: the table's columns with each metric as its own column too."""
+    """Rows for CSV/Parquet: the table's columns with each metric (and its interval, _lo/_hi) as its own columns."""
     out = []
     for r in run.results:
         row = flat_row(run, r)
-        row.update({m: r.metrics.get(m) for m in [*run.metric_names, *(f"ann_recall@{k}" for k in run.k)]})
+        row.pop("per_query", None)
+        for m in [*run.metric_names, *(f"ann_recall@{k}" for k in run.k)]:
+            row[m] = r.metrics.get(m)
+            if not m.startswith("ann_recall"):
+                row[f"{m}_lo"], row[f"{m}_hi"] = _ci(r, m, 0), _ci(r, m, 1)
+        row["usd_per_1k_queries_lo"], row["usd_per_1k_queries_hi"] = _ci(r, "usd_per_1k_queries", 0), _ci(r, "usd_per_1k_queries", 1)
         out.append(row)
     return out
 
@@ -197,6 +227,25 @@ def compare(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[dict[str, 
         out.append(row)
     # measured configurations first (best quality of B first), then what was skipped or failed
     return sorted(out, key=lambda r: (r["quality"][1] is None, -(r["quality"][1] or r["quality"][0] or 0.0)))
+
+
+def split_ref(ref: str) -> tuple[str, Optional[str]]:
+    """``RUN`` or ``RUN:CONFIG`` (a run id, id prefix, 'last' or 'previous', then a configuration of it)."""
+    run, sep, config = ref.partition(":")
+    return run, (config.strip() if sep and config.strip() else None)
+
+
+def find_config(rows: list[dict[str, Any]], config: str, run_id: str) -> dict[str, Any]:
+    """The row named ``config`` (exactly, or its name up to the first space, e.g. 'dense-flat' for 'dense-flat d384 f32')."""
+    exact = [r for r in rows if r["config"] == config]
+    match = exact or [r for r in rows if r["config"].split(" ")[0] == config] or [r for r in rows if r["config"].startswith(config)]
+    if len(match) == 1:
+        return match[0]
+    names = ", ".join(repr(r["config"]) for r in rows[:8])
+    if not match:
+        raise ConfigError(f"--compare: eval run {run_id[:8]} has no configuration {config!r} (it has: {names})")
+    raise ConfigError(f"--compare: {config!r} matches {len(match)} configurations of run {run_id[:8]} "
+                      f"({', '.join(repr(r['config']) for r in match[:5])}); give the whole name")
 
 
 def default_ledger(spec_pipeline_store: Optional[str]) -> str:

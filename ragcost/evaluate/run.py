@@ -16,7 +16,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from time import perf_counter
+from time import perf_counter, thread_time
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -31,6 +31,7 @@ from ragcost.evaluate.vectors import DEFAULT_CACHE, CorpusVectors, QueryVectors,
 
 Progress = Callable[[str, int, Optional[int]], None]  # (task, done, total)
 WARM_UP = 5  # untimed searches before the latency loop
+REPEATS = 3  # timed rounds over every query; a query's time is its median round (a shared machine is noisy)
 
 
 @dataclass
@@ -69,6 +70,10 @@ class ConfigResult:
     warnings: list[str] = field(default_factory=list)
     stages: list[dict[str, Any]] = field(default_factory=list)  # per stage: usd, useful, usd_per_useful (storage last)
     calibration: Optional[dict[str, Any]] = None  # the useful-score threshold fitted on the qrels (evaluate.calibrate)
+    ci: dict[str, list[float]] = field(default_factory=dict)  # figure -> [lo, hi], bootstrap over queries (evaluate.intervals)
+    timing_noise: float = 0.0  # relative spread (max - min) / median of the repeated timing rounds' search CPU
+    # per query, in the run's query order: each metric, "useful" and "usd" (not in --json; the ledger keeps the quality's)
+    per_query: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def quality(self, name: str) -> float:
         return self.metrics.get(name, float("nan"))
@@ -104,8 +109,16 @@ class EvalRun:
     def ok(self) -> list[ConfigResult]:
         return [r for r in self.results if r.status == "ok"]
 
+    query_ids: list[str] = field(default_factory=list, repr=False)  # the order of every result's per_query values
+    intervals: dict[str, Any] = field(default_factory=dict)  # how the intervals were made (resamples, seed, level, note)
+    ablation: list[dict[str, Any]] = field(default_factory=list)  # `eval --ablate`: per optional stage removed (evaluate.ablate)
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d.pop("query_ids", None)
+        for r in d["results"]:
+            r.pop("per_query", None)
+        return d
 
 
 def _noop(task: str, done: int, total: Optional[int]) -> None:
@@ -137,6 +150,9 @@ def run_eval(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Progress
             _measure_all(vrun, ev, candidates, progress)
             run = merge_variant(run, vrun, v)
         assert run is not None
+        from ragcost.evaluate.intervals import attach
+
+        attach(run)
         mark(run.results, ls.spec.quality, ls.spec.within_pct)
         run.wall_seconds = perf_counter() - t_start
         return run
@@ -177,6 +193,7 @@ def _prepare(ls: LoadedSpec, pipe: Any, cache_dir: Path, progress: Progress) -> 
         price_book_version=str(book.version), store_url=pipe.config.store_url,
         started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         warnings=ds.problems.lines() + [f"skipped input: {s}" for s in corpus.summary.report.skipped[:3]],
+        query_ids=list(queries),
     )
     run.results.extend(ConfigResult(s.name, status="skipped", reason=s.reason) for s in skipped)
     return run, _Evaluator(ls, pipe, book, corpus, qv, queries, qrels), candidates
@@ -248,6 +265,10 @@ class _Evaluator:
         bounds = np.flatnonzero(np.r_[True, np.diff(corpus.doc_of[perm]) != 0, True])
         self._doc_rows = [perm[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1)]
         self._docmap = DocMap.from_ordinals(corpus.labels, corpus.doc_of, corpus.doc_ids)
+        # `eval --ablate`: every variant of the pipeline is priced on one timed retrieval, so its
+        # Δ$ is the removed stage's alone, not the search's run-to-run noise
+        self.reuse_retrieval = False
+        self.retrievals: dict[tuple, tuple] = {}
 
     def vectors_at(self, dim: int) -> np.ndarray:
         from ragcost.embed.reduce import truncate
@@ -298,27 +319,45 @@ class _Evaluator:
         seconds = perf_counter() - t0
         return got, seconds
 
-    def measure(self, c: Candidate, index: Any, build_s: float, kth: dict[int, np.ndarray]) -> ConfigResult:
-        """One configuration: timed single-query retrieval, a batch search, ANN recall, quality, dollars."""
+    def measure(self, c: Candidate, index: Any, build_s: float, kth: dict[int, np.ndarray],
+                stages: Optional[list] = None, want: Optional[int] = None) -> ConfigResult:
+        """One configuration: timed single-query retrieval, a batch search, ANN recall, quality, dollars.
+
+        ``stages``/``want``: run these (class, params) after retrieving ``want`` documents instead of the
+        grid entry's rerank (`eval --ablate`: the pipeline's own stages, one removed at a time)."""
+        spec = self.spec
+        r = _describe(ConfigResult(c.name), c)
+        r.warnings = list(index.warnings)
+        stage = (stages or None) if stages is not None else self.ls.stages.get(c.entry)
+        if want is None:
+            want = (c.candidates or 4 * max(spec.k)) if stage else max(spec.k)
+        key = (id(index), c.name, want)
+        if key not in self.retrievals:
+            timed = self._timed_retrieval(c, index, want)
+            if not self.reuse_retrieval:
+                return self._measured(r, c, index, build_s, kth, stage, timed)
+            self.retrievals[key] = timed
+        return self._measured(r, c, index, build_s, kth, stage, self.retrievals[key])
+
+    def _measured(self, r: ConfigResult, c: Candidate, index: Any, build_s: float, kth: dict[int, np.ndarray],
+                  stage: Any, timed: tuple) -> ConfigResult:
         from ragcost.evaluate.metrics import evaluate
 
         spec, corpus = self.spec, self.corpus
-        r = _describe(ConfigResult(c.name), c)
-        r.warnings = list(index.warnings)
-        stage = self.ls.stages.get(c.entry)
-        want = (c.candidates or 4 * max(spec.k)) if stage else max(spec.k)
-        got, lat, batch_s = self._timed_retrieval(c, index, want)
+        got, lat, cpu, batch_s, r.timing_noise = timed
         self._ann_recall(r, c, got, kth)
         extra_records: list[UsageRecord] = []
-        search_s = float(lat.sum())
+        search_lat = lat
+        stage_s = np.zeros(len(self.qids))
         if stage:
-            ranked, per_query_s, extra_records = self._stage_runner().run(stage, c, index, got)
-            lat = lat + per_query_s  # the query's latency includes its share of the stage's batch call
+            ranked, stage_s, extra_records = self._stage_runner().run(stage, c, index, got)
+            lat = lat + stage_s  # the query's latency includes its share of the stage's batch call
         else:
             ranked = {q: [corpus.doc_ids[d] for d in docs] for q, (docs, _, _) in zip(self.qids, got)}
-        means, _ = evaluate({q: d[:max(spec.k)] for q, d in ranked.items()}, self.qrels, spec.metric_names())
+        means, per = evaluate({q: d[:max(spec.k)] for q, d in ranked.items()}, self.qrels, spec.metric_names())
         r.metrics = {**means, **r.metrics}
-        self._price(r, c, index, ranked, search_s, extra_records)
+        r.per_query = {m: np.array([v.get(q, 0.0) for q in self.qids]) for m, v in per.items()}
+        self._price(r, c, index, ranked, search_lat, cpu, stage_s, extra_records)
         r.calibration = self._calibrate(ranked, self._stage_runner().last_scores if stage else self._scores_of(got)).to_dict()
         r.p50_ms, r.p95_ms, r.p99_ms = percentiles(lat * 1000)
         nq = len(self.qids)
@@ -327,20 +366,28 @@ class _Evaluator:
         r.build_seconds = float(build_s)
         return r
 
-    def _timed_retrieval(self, c: Candidate, index: Any, want: int) -> tuple[list, np.ndarray, float]:
-        """Per-query results and wall seconds of single-query retrieval (one core), and one batch search's seconds."""
+    def _timed_retrieval(self, c: Candidate, index: Any, want: int) -> tuple[list, np.ndarray, np.ndarray, float, float]:
+        """Per-query results, wall and CPU seconds of single-query retrieval (one core; each query's median of
+        REPEATS rounds), one batch search's seconds, and the rounds' relative spread of total CPU seconds."""
         params = c.search or None
         Q = self.queries_at(c.dim)
-        got, lat = [], np.zeros(len(Q))
+        got: list = []
+        wall, cpu = np.zeros((REPEATS, len(Q))), np.zeros((REPEATS, len(Q)))
         for i in range(min(len(Q), WARM_UP)):  # first calls page in code and memory; not timed
             self._retrieve(index, Q[i:i + 1], want, params)
         with _one_thread():  # one request, one core: how a serving process answers a single query
-            for i in range(len(Q)):
-                g, lat[i] = self._retrieve(index, Q[i:i + 1], want, params)
-                got.append(g)
+            for rnd in range(REPEATS):  # whole rounds, so a burst of load on the machine hits one round, not one query
+                for i in range(len(Q)):
+                    c0 = thread_time()
+                    g, wall[rnd, i] = self._retrieve(index, Q[i:i + 1], want, params)
+                    cpu[rnd, i] = thread_time() - c0
+                    if rnd == 0:
+                        got.append(g)
         t0 = perf_counter()
         index.search(Q, min(len(self.corpus.labels), want * self.spec.fetch_multiplier), params=params)
-        return got, lat, perf_counter() - t0
+        rounds = cpu.sum(axis=1)
+        noise = float((rounds.max() - rounds.min()) / np.median(rounds)) if np.median(rounds) > 0 else 0.0
+        return got, np.median(wall, axis=0), np.median(cpu, axis=0), perf_counter() - t0, noise
 
     def _ann_recall(self, r: ConfigResult, c: Candidate, got: list, kth: dict[int, np.ndarray]) -> None:
         """ANN recall of the retrieval itself, against exact search over the same float32 vectors."""
@@ -351,8 +398,8 @@ class _Evaluator:
             found = [self._exact_doc_scores(Q[i], docs[:k], V) for i, (docs, _, _) in enumerate(got)]
             r.metrics[f"ann_recall@{k}"] = ann_recall(found, kth[k], k, len(self.corpus.doc_ids))
 
-    def _price(self, r: ConfigResult, c: Candidate, index: Any, ranked: dict, search_s: float,
-               extra_records: list[UsageRecord]) -> None:
+    def _price(self, r: ConfigResult, c: Candidate, index: Any, ranked: dict, search_lat: np.ndarray, search_cpu: np.ndarray,
+               stage_s: np.ndarray, extra_records: list[UsageRecord]) -> None:
         """Useful documents by the qrels and every dollar: query embedding, search, extra stages, storage."""
         from ragcost.cost.compute import cost_of, storage_cost_per_query
         from ragcost.cost.storage import holds_float32, storage_bytes
@@ -360,13 +407,15 @@ class _Evaluator:
 
         judge = QrelsJudge(self.qrels)
         k0 = self.spec.k[0]
-        r.useful = sum(judge.count([{"doc_id": d} for d in ranked[q][:k0]], query_id=q) for q in self.qids)
+        useful = np.array([judge.count([{"doc_id": d} for d in ranked[q][:k0]], query_id=q) for q in self.qids], float)
+        r.useful = int(useful.sum())
         nq = len(self.qids)
         emb_res = self.pipe.config.embed.resource or self.pipe.config.resource
         records = [
             UsageRecord(stage="embed", resource=emb_res, wall_seconds=float(self.qv.seconds[:nq].sum()), items=nq,
                         input_tokens=int(self.qv.tokens[:nq].sum()), cached_input_tokens=0),
-            UsageRecord(stage="retrieve", resource=self.pipe.config.resource, wall_seconds=search_s, items=nq),
+            UsageRecord(stage="retrieve", resource=self.pipe.config.resource, wall_seconds=float(search_lat.sum()), items=nq,
+                        cpu_seconds=float(search_cpu.sum())),
             *extra_records,
         ]
         r.index_bytes = int(index.nbytes())
@@ -379,6 +428,13 @@ class _Evaluator:
         r.usd_per_useful = cost_per_useful(r.total_usd, r.useful)
         r.bytes_per_vector = r.index_bytes / n if n else 0.0
         r.stages = stage_costs(records, self.book, r.total_usd - sum(cost_of(x, self.book) for x in records), r.useful)
+        # each stage's dollars spread over the queries by their share of its measured work
+        shares = {"embed": self.qv.seconds[:nq], "retrieve": search_cpu}
+        per_q = np.full(nq, per_query_storage)
+        for x in records:
+            w = np.asarray(shares.get(x.stage, stage_s), float)
+            per_q += cost_of(x, self.book) * (w / w.sum() if w.sum() > 0 else np.full(nq, 1.0 / nq))
+        r.per_query["useful"], r.per_query["usd"] = useful, per_q
 
     def _scores_of(self, got: list) -> dict[str, dict[str, float]]:
         """Per query, each retrieved document's score (its best chunk's), as the retrieve stage gives it."""
@@ -420,4 +476,7 @@ def stage_costs(records: list[UsageRecord], book: Any, storage_usd: float, usefu
 
 
 def results_json(run: EvalRun) -> str:
-    return json.dumps(run.to_dict(), indent=2, default=str)
+    """The run as JSON (every figure with its ``ci``; NaN as null, so any JSON reader takes it)."""
+    from ragcost.cost.fmt import json_safe
+
+    return json.dumps(json_safe(run.to_dict()), indent=2, default=str, allow_nan=False)

@@ -116,13 +116,18 @@ class StageRunner:
             states.append(st)
         return states
 
-    def run(self, stage: tuple, c: Any, index: Any, got: list) -> tuple[dict, np.ndarray, list[UsageRecord]]:
-        """(query id -> ranked doc ids, per-query seconds added, the stage's usage records)."""
-        cls, params = stage
-        st = cls(params, self._context(c, index))
-        st.warm_up()
+    def run(self, stage: tuple | list[tuple], c: Any, index: Any, got: list) -> tuple[dict, np.ndarray, list[UsageRecord]]:
+        """(query id -> ranked doc ids, per-query seconds added, the stages' usage records).
+
+        ``stage``: one (class, params), or a list of them run in order (`eval --ablate` runs the
+        pipeline's stages after retrieval); a query a stage blocks or fails delivers no documents."""
+        specs = stage if isinstance(stage, list) else [stage]
+        ctx = self._context(c, index)
+        built = [cls(params, ctx) for cls, params in specs]
+        for st in built:
+            st.warm_up()
         states = self._states(c, got)
-        runner = Runner([st], self.pipeline.price_book)
+        runner = Runner(built, self.pipeline.price_book)
         per_query = np.zeros(len(states))
         records: list[UsageRecord] = []
         for a in range(0, len(states), BATCH):
@@ -134,7 +139,7 @@ class StageRunner:
                 for j, s in enumerate(batch):
                     if call.serves(s):
                         per_query[a + j] += share
-        ranked = {s.id: list(dict.fromkeys(h.doc_id for h in s.hits)) for s in states}
+        ranked = {s.id: list(dict.fromkeys(h.doc_id for h in s.hits)) if s.ok else [] for s in states}
         self.last_scores = {s.id: _best_scores(s.hits) for s in states}
         return ranked, per_query, records
 

@@ -44,6 +44,9 @@ class TuneReport:
     chosen: Optional[ConfigResult] = None
     baseline: Optional[ConfigResult] = None
     chosen_variant: Optional[Variant] = None
+    best: Optional[ConfigResult] = None  # the best quality measured: every pass is judged against it, paired
+    resampler: Any = None  # evaluate.intervals' shared resampler over the queries; None: too few, point estimates
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ran(self) -> int:
@@ -51,6 +54,18 @@ class TuneReport:
 
     def threshold(self) -> float:
         return self.floor * self.best_quality
+
+    def passes(self, r: ConfigResult) -> bool:
+        from ragcost.evaluate.intervals import within
+
+        if self.best is None:
+            return True
+        return within(r, self.best, self.quality, self.floor, self.resampler)
+
+    def relative(self, r: ConfigResult) -> Any:
+        from ragcost.evaluate.intervals import relative_quality
+
+        return None if self.best is None else relative_quality(r, self.best, self.quality, self.resampler)
 
     def savings(self) -> Optional[float]:
         """Fraction of the baseline's $ per useful document the chosen configuration saves."""
@@ -85,14 +100,19 @@ class _Walk:
             index, build_s = ev.build(c)
         r = ev.measure(c, index, build_s, self.kth[(vi, c.dim)])
         r.name = prefixed(v.label, r.name)
+        from ragcost.evaluate.intervals import attach_one
+
+        attach_one(r, self.ls.spec.metric_names(), self.report.resampler)
         d = v.describe()
         r.embed, r.chunking = d["embed"], d["chunking"]
-        self.report.best_quality = max(self.report.best_quality, r.quality(self.q))
+        if self.report.best is None or r.quality(self.q) > self.report.best_quality:
+            self.report.best, self.report.best_quality = r, r.quality(self.q)
         self.progress(f"tried {r.name}", self.report.ran + 1, self.report.full_grid)
         return r
 
     def passes(self, r: ConfigResult) -> bool:
-        return r.quality(self.q) >= self.report.threshold() - 1e-12
+        """Within the floor: the interval of its quality relative to the best reaches it (the point, with too few queries)."""
+        return self.report.passes(r)
 
     def step(self, r: ConfigResult, verdict: str) -> ConfigResult:
         self.report.steps.append(Step(r, verdict))
@@ -132,6 +152,12 @@ def tune(ls: LoadedSpec, floor: float = 0.98, cache_dir: Path = DEFAULT_CACHE, p
             _, ev, cands = _prepare(ls, v.pipe, cache_dir, progress)
             prepared.append((v, ev, cands))
             walk.report.full_grid += len(cands)
+        from ragcost.evaluate.intervals import resampler, too_few
+
+        n = len(prepared[0][1].qids) if prepared else 0
+        walk.report.resampler = resampler(n)
+        if walk.report.resampler is None:
+            walk.report.notes.append(too_few(n))
         if any(_reference(c) is None for _, _, c in prepared):
             raise ConfigError(f"{ls.path}: tune needs a flat index in the grid (the exact reference each branch is "
                               "compared with); add `- index: ../indexes/flat.yaml` to grid:")
@@ -156,8 +182,10 @@ def _walk_all(walk: _Walk, prepared: list, pipe: Any) -> None:
         passed = _walk_flat(walk, vi, v, ev, cands, refs[vi])  # 2. dims and precisions, exact search
         _walk_indexes(walk, vi, v, ev, cands, passed)  # 3. approximate indexes at the passing (dim, precision)
     _baseline(walk, prepared, pipe)
+    from ragcost.evaluate.intervals import pick
+
     ok = [s.result for s in rep.steps if walk.passes(s.result) and s.result.usd_per_useful is not None]
-    rep.chosen = min(ok, key=_rank) if ok else None
+    rep.chosen = pick(ok, walk.q, rep.floor, rep.resampler) if ok else None
     for vi, (v, _, _) in enumerate(prepared):
         if rep.chosen is not None and rep.chosen.embed == v.describe()["embed"] and rep.chosen.chunking == v.describe()["chunking"]:
             rep.chosen_variant = v
@@ -294,12 +322,19 @@ def _baseline(walk: _Walk, prepared: list, pipe: Any) -> None:
 def summary_lines(rep: TuneReport) -> list[str]:
     """The walk as text: each configuration tried and why it went on or stopped there."""
     q = rep.quality
-    out = [f"best {q} measured: {rep.best_quality:.4f}; floor {rep.floor:g} x best = {rep.threshold():.4f}", ""]
+    rs = rep.resampler
+    how = (f"within the floor: the {rs.level:.0%} interval of quality / best (paired bootstrap over {rs.n} queries, "
+           f"{rs.resamples} resamples) reaches it; cheaper only beyond the noise" if rs is not None else "point estimates")
+    out = [f"best {q} measured: {rep.best_quality:.4f}; floor {rep.floor:g} x best = {rep.threshold():.4f} ({how})",
+           *rep.notes, ""]
     for i, s in enumerate(rep.steps, 1):
         r = s.result
         usd = "n/a" if r.usd_per_useful is None else f"${r.usd_per_useful:.3g}"
-        mark = "ok " if r.quality(q) >= rep.threshold() - 1e-12 else "low"
-        out.append(f"{i:>3}. {mark} {r.name:<40} {q} {r.quality(q):.4f}  {usd}/useful  p95 {r.p95_ms:.2f} ms  "
+        mark = "ok " if rep.passes(r) else "low"
+        rel = rep.relative(r)
+        ci = f" [{r.ci[q][0]:.4f}, {r.ci[q][1]:.4f}]" if q in r.ci else ""
+        vs = f" ({rel.estimate:.1%} of best, up to {rel.hi:.1%})" if rel is not None else ""
+        out.append(f"{i:>3}. {mark} {r.name:<40} {q} {r.quality(q):.4f}{ci}{vs}  {usd}/useful  p95 {r.p95_ms:.2f} ms  "
                    f"{r.bytes_per_vector:,.0f} B/vec  -> {s.verdict}")
     out.extend(f"     skipped {p}" for p in rep.pruned)
     return out

@@ -131,3 +131,12 @@ def test_doc_scoring_takes_each_documents_best_and_second_best_chunk():
                 assert second[q, d] == pytest.approx(mine[1])
             else:
                 assert np.isnan(second[q, d])
+
+
+def test_bootstrap_reports_the_time_the_work_and_the_gap_to_scipy(capsys):
+    from bench import bootstrap
+
+    bootstrap.main(["--resamples", "200", "--queries", "50", "--configs", "5"])
+    out = printed(capsys)
+    assert out["benchmark"] == "bootstrap" and out["work"] == {"intervals": 5, "paired_with_p": 4, "cost_ratio_intervals": 5}
+    assert set(out["pass"]) == {"wall_lt_5s", "ends_within_10pct_of_width_of_scipy"} and out["seconds"]["wall"] > 0
