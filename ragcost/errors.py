@@ -43,3 +43,7 @@ class StageError(RagcostError):
 
 class ExecutorError(RagcostError):
     """The executor (a Ray cluster) cannot be reached or failed; the message names the address."""
+
+
+class QueryError(RagcostError):
+    """A query request is not one that can be answered (blank text, k out of range); the message names the value."""

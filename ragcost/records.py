@@ -198,8 +198,17 @@ class QueryState:
         if self.cache:  # a check, if any, is of the nearest candidate (an alternate may have answered)
             return {**self.cache, **own, "sampled": bool(cand.get("sampled")),
                     "correct": cand.get("correct") if cand.get("judged") else None}
+        refused = seen.get("refused") or []
         return {"tier": "miss", **own, "similarity": cand.get("similarity"), "verified": bool(cand.get("judged")),
-                "sampled": bool(cand.get("sampled")), "correct": cand.get("correct")}
+                "sampled": bool(cand.get("sampled")), "correct": cand.get("correct"),
+                **({"refused": refused[0].get("family")} if refused else {})}
+
+    def cache_view(self) -> Optional[dict[str, Any]]:
+        """What a caller is told of the cache (``query --json``, ``/v1/query``): ``{tier, similarity, verified}``, or None."""
+        rec = self.cache_record()
+        if not rec:
+            return None
+        return {"tier": rec.get("tier"), "similarity": rec.get("similarity"), "verified": bool(rec.get("verified"))}
 
     # ---- outcome ---------------------------------------------------------------------------
     @property

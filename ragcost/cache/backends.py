@@ -12,15 +12,21 @@ import re
 import time
 from typing import Any, Iterable, Optional, Protocol
 
-from ragcost.cache.entry import CacheEntry
+from ragcost.cache.entry import BadEntry, CacheEntry
 from ragcost.errors import ConfigError, StoreError
 from ragcost.registry import Registry
 
 
 class CacheBackend(Protocol):
-    """Storage of entries and observations; lookups never return expired entries."""
+    """Storage of entries and observations; lookups never return expired entries, nor bad ones.
+
+    An entry that fails its check on read (unreadable, a field missing, checksum mismatch) is
+    skipped and remembered in ``bad`` (id -> reason): it fails alone, every other entry is served;
+    ``stats`` counts it and ``prune`` removes it.
+    """
 
     url: str
+    bad: dict[str, str]
 
     def put(self, entry: CacheEntry) -> None: ...
     def get_exact(self, scope: str, key: str, now: float) -> Optional[CacheEntry]: ...
@@ -57,6 +63,21 @@ def shown(url: str) -> str:
         return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", url)
 
 
+def store_exists(url: str) -> bool:
+    """False only for a DuckDB file URL whose file is not there (opening it would create it)."""
+    try:
+        import sqlalchemy as sa
+
+        db = sa.engine.make_url(url)
+    except Exception:  # noqa: BLE001 - not a SQLAlchemy URL (redis://): the backend decides
+        return True
+    if db.get_backend_name() != "duckdb" or not db.database or db.database == ":memory:":
+        return True
+    from pathlib import Path
+
+    return Path(db.database).is_file()
+
+
 def open_backend(kind: str, url: str, name: str) -> CacheBackend:
     cls = cache_backend_registry.get(kind)
     return cls(url, name)
@@ -70,6 +91,7 @@ class SQLCache:
         import sqlalchemy as sa
 
         self.url, self.name = url, name
+        self.bad: dict[str, str] = {}
         md = sa.MetaData()
         t = table_name(name)
         self.entries = sa.Table(
@@ -117,9 +139,12 @@ class SQLCache:
         with self.engine.begin() as c:  # one transaction per entry: a kill leaves it whole or absent
             c.execute(self.entries.insert().values(**row))
 
+    def _entry(self, row: dict[str, Any]) -> Optional[CacheEntry]:
+        return checked(row, self.bad)
+
     def _one(self, stmt) -> Optional[CacheEntry]:
         rows = self._rows(stmt.limit(1))
-        return CacheEntry.from_stored(rows[0]) if rows else None
+        return self._entry(rows[0]) if rows else None
 
     def get_exact(self, scope: str, key: str, now: float) -> Optional[CacheEntry]:
         t = self.entries
@@ -131,7 +156,8 @@ class SQLCache:
 
     def entries_since(self, since: float, now: float) -> list[CacheEntry]:
         t = self.entries
-        return [CacheEntry.from_stored(r) for r in self._rows(t.select().where(t.c.created_at > since, t.c.expires_at > now))]
+        found = (self._entry(r) for r in self._rows(t.select().where(t.c.created_at > since, t.c.expires_at > now)))
+        return [e for e in found if e is not None]
 
     def touch(self, entry_ids: list[str]) -> None:
         from collections import Counter
@@ -157,16 +183,7 @@ class SQLCache:
             return [(r[0], float(r[1]), bool(r[2])) for r in c.execute(sa.select(o.c.entry_id, o.c.similarity, o.c.correct))]
 
     def _summary(self) -> list[dict[str, Any]]:
-        import sqlalchemy as sa
-
-        import json
-
-        t = self.entries
-        rows = self._rows(sa.select(t.c.id, t.c.scope, t.c.expires_at, t.c.hit_count, t.c.cost, t.c.size_bytes, t.c.created_at,
-                                    t.c.payload))
-        for r in rows:
-            r["version"] = json.loads(r.pop("payload")).get("version", "")
-        return rows
+        return [summary_row(r, self.bad) for r in self._rows(self.entries.select())]
 
     def stats(self, now: float, live_version: Optional[str] = None) -> dict[str, Any]:
         rows = self._summary()
@@ -194,18 +211,40 @@ class SQLCache:
         return self._delete(to_evict(self._summary(), max_bytes))
 
     def verify_rows(self) -> tuple[int, int]:
-        """(rows, rows whose checksum matches): a crash-safety check."""
-        good = total = 0
-        for row in self._rows(self.entries.select()):
-            total += 1
-            good += CacheEntry.from_stored(row).checksum() == row["checksum"]
-        return total, good
+        """(rows, rows that pass their check): a crash-safety check."""
+        rows = self._summary()
+        return len(rows), sum(1 for r in rows if not r.get("bad"))
 
     def close(self) -> None:
         self.engine.dispose()
 
 
+def checked(row: dict[str, Any], bad: dict[str, str]) -> Optional[CacheEntry]:
+    """The row's entry, or None (and its id and reason put in ``bad``) when it fails its check."""
+    try:
+        return CacheEntry.from_stored(row)
+    except BadEntry as e:
+        bad[e.entry_id] = e.reason
+        return None
+
+
+def summary_row(row: dict[str, Any], bad: dict[str, str]) -> dict[str, Any]:
+    """What stats, prune and evict need of one stored row; a row that fails its check has ``bad`` set."""
+    e = checked(row, bad)
+    if e is None:
+        return {"id": str(row.get("id") or "?"), "scope": row.get("scope"), "key": row.get("key"),
+                "expires_at": 0.0, "hit_count": 0, "cost": 0.0, "created_at": 0.0, "version": None,
+                "size_bytes": sum(len(v) for v in row.values() if isinstance(v, (str, bytes))),
+                "bad": bad.get(str(row.get("id") or "?"), "unreadable")}
+    return {"id": e.id, "scope": e.scope, "key": e.key, "expires_at": e.expires_at, "hit_count": e.hit_count,
+            "cost": e.cost, "size_bytes": int(row.get("size_bytes") or e.size_bytes), "created_at": e.created_at,
+            "version": e.version}
+
+
 def stale(row: dict[str, Any], now: float, live_version: Optional[str]) -> bool:
+    """Expired, made under other versions, or bad: unreachable, and ``prune`` removes it."""
+    if row.get("bad"):
+        return True
     return row["expires_at"] <= now or (live_version is not None and row.get("version") != live_version)
 
 
@@ -213,7 +252,7 @@ def to_evict(rows: list[dict[str, Any]], max_bytes: int) -> list[str]:
     """Ids to drop until the rest fit in ``max_bytes``: least value (hits × cost saved) first, then oldest."""
     total = sum(r["size_bytes"] for r in rows)
     out: list[str] = []
-    for r in sorted(rows, key=lambda r: (max(r["hit_count"], 1) * r["cost"], r["created_at"])):
+    for r in sorted(rows, key=lambda r: (not r.get("bad"), max(r["hit_count"], 1) * r["cost"], r["created_at"])):
         if total <= max_bytes:
             break
         out.append(r["id"])
@@ -226,9 +265,11 @@ def summarise(rows: list[dict[str, Any]], obs: list[tuple[str, float, bool]], no
     from ragcost.cache.bound import wilson_upper
 
     live = [r for r in rows if not stale(r, now, live_version)]
+    bad = [r for r in rows if r.get("bad")]
     wrong = sum(1 for _, _, ok in obs if not ok)
     return {
-        "entries": len(rows), "live": len(live), "stale": len(rows) - len(live),
+        "entries": len(rows), "live": len(live), "stale": len(rows) - len(live) - len(bad), "bad": len(bad),
+        "bad_entries": [{"id": r["id"], "reason": r["bad"]} for r in bad[:10]],
         "bytes": sum(r["size_bytes"] for r in rows), "hits": sum(r["hit_count"] for r in rows),
         "verified": len(obs), "verified_wrong": wrong,
         "wrong_rate_upper95": round(wilson_upper(wrong, len(obs), 0.95), 4) if obs else None,

@@ -11,6 +11,18 @@ from typing import Any, Optional
 import numpy as np
 
 
+class BadEntry(ValueError):
+    """A stored entry that cannot be trusted: unreadable, incomplete, or its checksum does not match."""
+
+    def __init__(self, entry_id: str, reason: str) -> None:
+        super().__init__(f"cache entry {entry_id}: {reason}")
+        self.entry_id, self.reason = entry_id, reason
+
+
+PAYLOAD_FIELDS = ("text", "answer", "citations", "hits")
+ROW_FIELDS = ("id", "scope", "key", "created_at", "expires_at", "payload", "checksum")
+
+
 @dataclass
 class CacheEntry:
     scope: str
@@ -26,11 +38,16 @@ class CacheEntry:
     hit_count: int = 0
     version: str = ""  # digest of the pipeline versions it was made under: `ragcost cache prune` drops the others
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    question: Optional[str] = None  # the question as asked (after a query guard): what the meaning check compares
+    strategy: Any = None  # the retrieval strategy the fresh answer reported
 
     def payload(self) -> str:
-        return json.dumps({"text": self.text, "answer": self.answer, "citations": self.citations, "hits": self.hits,
-                           "version": self.version},
-                          ensure_ascii=False, separators=(",", ":"))
+        body: dict[str, Any] = {"text": self.text, "answer": self.answer, "citations": self.citations, "hits": self.hits,
+                                "version": self.version}
+        for k in ("question", "strategy"):  # only when set: an entry written before them keeps its checksum
+            if getattr(self, k) is not None:
+                body[k] = getattr(self, k)
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=str)
 
     def vector_bytes(self) -> bytes:
         return b"" if self.vector is None else np.asarray(self.vector, dtype=np.float32).tobytes()
@@ -54,9 +71,32 @@ class CacheEntry:
 
     @classmethod
     def from_stored(cls, row: dict[str, Any]) -> "CacheEntry":
-        p = json.loads(row["payload"])
-        vec = np.frombuffer(row["vector"], dtype=np.float32).copy() if row.get("vector") else None
-        return cls(scope=row["scope"], key=row["key"], text=p["text"], vector=vec, answer=p["answer"],
-                   citations=list(p["citations"]), hits=list(p["hits"]), created_at=float(row["created_at"]),
-                   expires_at=float(row["expires_at"]), cost=float(row["cost"]), hit_count=int(row["hit_count"]),
-                   version=p.get("version", ""), id=row["id"])
+        """The entry a stored row holds, checked: :class:`BadEntry` when a field is missing or unreadable,
+        or when the checksum over id, scope, key, payload and vector does not match (a torn or flipped byte)."""
+        entry_id = str(row.get("id") or "?")
+        missing = [f for f in ROW_FIELDS if row.get(f) in (None, "")]
+        if missing:
+            raise BadEntry(entry_id, f"missing {', '.join(missing)}")
+        try:
+            p = json.loads(row["payload"])
+            if not isinstance(p, dict):
+                raise ValueError("the payload is not a JSON object")
+            gone = [f for f in PAYLOAD_FIELDS if f not in p]
+            if gone:
+                raise BadEntry(entry_id, f"payload lacks {', '.join(gone)}")
+            raw = row.get("vector")
+            if raw and len(raw) % 4:
+                raise ValueError(f"vector of {len(raw)} bytes is not float32")
+            vec = np.frombuffer(raw, dtype=np.float32).copy() if raw else None
+            e = cls(scope=str(row["scope"]), key=str(row["key"]), text=p["text"], vector=vec, answer=p["answer"],
+                    citations=list(p["citations"]), hits=list(p["hits"]), created_at=float(row["created_at"]),
+                    expires_at=float(row["expires_at"]), cost=float(row.get("cost") or 0.0),
+                    hit_count=int(row.get("hit_count") or 0), version=p.get("version", ""), id=entry_id,
+                    question=p.get("question"), strategy=p.get("strategy"))
+        except BadEntry:
+            raise
+        except (TypeError, ValueError, KeyError, AttributeError, UnicodeDecodeError) as err:
+            raise BadEntry(entry_id, f"unreadable ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})") from None
+        if e.checksum() != row["checksum"]:
+            raise BadEntry(entry_id, "checksum mismatch")
+        return e

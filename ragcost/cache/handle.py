@@ -22,11 +22,13 @@ class CacheHandle:
         self.version = digest(versions)[:32]
         self.normalise = Normaliser(**params.normalise.model_dump())
         self.index = SemanticIndex()
+        self.vocabulary: Optional[Any] = None  # corpus document frequencies for the meaning check (meaning.Vocabulary)
         self.learner = ThresholdLearner(params.max_false_hit_rate, params.confidence, params.min_entry_evidence)
         self.rng = random.Random(params.seed)
         self.seen_until = 0.0
         self.refreshed_at = 0.0
         self.down = False  # the backend failed: every lookup misses until it answers again
+        self.reported_bad: set[str] = set()  # bad entries already warned about (each is reported once)
         # An in-memory mirror of the live entries: a hit reads no database (p50 well under a millisecond).
         self.entries: dict[str, CacheEntry] = {}
         self.exact: dict[tuple[str, str], str] = {}
@@ -49,6 +51,32 @@ class CacheHandle:
         for e in self.backend.entries_since(self.seen_until, now):
             self.remember(e)
             self.seen_until = max(self.seen_until, e.created_at)
+        self.report_bad()
+
+    def report_bad(self) -> None:
+        """One warning for the bad entries not reported yet: they are skipped, every other entry is served."""
+        new = [i for i in getattr(self.backend, "bad", {}) if i not in self.reported_bad]
+        if not new:
+            return
+        import warnings
+
+        from ragcost.cache.backends import shown
+
+        self.reported_bad.update(new)
+        first = new[0]
+        warnings.warn(f"cache {shown(self.backend.url)}: skipped {len(new)} bad entr{'y' if len(new) == 1 else 'ies'} "
+                      f"({first}: {self.backend.bad[first]}{', ...' if len(new) > 1 else ''}); the others are served; "
+                      "`ragcost cache prune PIPELINE` removes them", RuntimeWarning, stacklevel=3)
+
+    def clear(self) -> int:
+        """Remove every entry and observation, in the backend and in this process's mirror."""
+        n = self.backend.clear()
+        self.entries.clear()
+        self.exact.clear()
+        self.index = SemanticIndex()
+        self.learner = ThresholdLearner(self.params.max_false_hit_rate, self.params.confidence, self.params.min_entry_evidence)
+        self.touched, self.observed = [], []
+        return n
 
     def observe(self, entry_id: str, similarity: float, correct: bool) -> None:
         """Learn from a check now; store it with the next refresh (a verified hit waits on no database write)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
-from ragcost.cache.backends import cache_backend_registry, shown, stale, summarise, to_evict
+from ragcost.cache.backends import cache_backend_registry, checked, shown, stale, summarise, summary_row, to_evict
 from ragcost.cache.entry import CacheEntry
 from ragcost.errors import DependencyError
 
@@ -26,6 +26,7 @@ class RedisCache:
         except ImportError:
             raise DependencyError("cache backend 'redis' needs the redis package: pip install 'ragcost[redis]'") from None
         self.url, self.name = url, name
+        self.bad: dict[str, str] = {}
         self.r = redis.Redis.from_url(url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
         self.p = f"rc:{name}:"
 
@@ -54,16 +55,16 @@ class RedisCache:
         raw = self.r.hgetall(self._e(entry_id))
         if not raw:
             return None
-        row = {k.decode(): v for k, v in raw.items()}
+        row = {k.decode(errors="replace"): v for k, v in raw.items()}
         for f in FIELDS:
             if f != "vector" and isinstance(row.get(f), bytes):
-                row[f] = row[f].decode()
+                row[f] = row[f].decode(errors="replace")  # a flipped byte fails the checksum, not the read
         row["id"] = entry_id
         return row
 
     def get(self, entry_id: str) -> Optional[CacheEntry]:
         row = self._load(entry_id)
-        return CacheEntry.from_stored(row) if row else None
+        return checked(row, self.bad) if row else None
 
     def get_exact(self, scope: str, key: str, now: float) -> Optional[CacheEntry]:
         entry_id = self.r.get(self._k(scope, key))
@@ -103,11 +104,7 @@ class RedisCache:
             if row is None:
                 self.r.zrem(f"{self.p}created", raw_id)  # expired by Redis itself
                 continue
-            import json
-
-            version = json.loads(row["payload"]).get("version", "")
-            rows.append({"version": version, **{k: (float(row[k]) if k in ("expires_at", "cost", "created_at") else int(row[k]) if k in ("hit_count", "size_bytes") else row[k])
-                         for k in ("id", "scope", "key", "expires_at", "hit_count", "cost", "size_bytes", "created_at")}})
+            rows.append(summary_row(row, self.bad))
         return rows
 
     def stats(self, now: float, live_version: Optional[str] = None) -> dict[str, Any]:
@@ -116,7 +113,9 @@ class RedisCache:
     def _delete(self, rows: list[dict[str, Any]]) -> int:
         for r in rows:
             with self.r.pipeline(transaction=True) as tx:
-                tx.delete(self._e(r["id"]), self._k(r["scope"], r["key"]))
+                tx.delete(self._e(r["id"]))
+                if r.get("scope") and r.get("key"):
+                    tx.delete(self._k(r["scope"], r["key"]))
                 tx.zrem(f"{self.p}created", r["id"])
                 tx.execute()
         return len(rows)

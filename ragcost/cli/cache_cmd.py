@@ -1,9 +1,14 @@
-"""`ragcost cache stats|clear|prune PIPELINE`: what the answer cache holds, and removing it."""
+"""`ragcost cache stats|clear|prune PIPELINE`: what the answer cache holds, and removing it.
+
+None of them creates a store: on a pipeline whose DuckDB cache file does not exist they say so.
+A bad entry (unreadable, incomplete, checksum mismatch) is counted by ``stats`` and removed by ``prune``.
+"""
 
 from __future__ import annotations
 
 import json
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -11,52 +16,62 @@ import typer
 app = typer.Typer(help="The answer cache of a pipeline's cache stage: stats, clear, prune.", no_args_is_help=True)
 
 
-def _open(pipeline: Path, stage: str):
+@contextmanager
+def _opened(pipeline: Path, stage: str):
+    """(stage, backend or None when there is no cache store yet), closed afterwards."""
     from ragcost.errors import ConfigError
     from ragcost.runtime.pipeline import Pipeline
 
     pipe = Pipeline.load(pipeline)
-    found = next((s for s in pipe.stages() if s.type == "cache" and s.name == stage), None)
-    if found is None:
-        raise ConfigError(f"{pipeline}: no cache stage named {stage!r}; add {{type: cache}} before retrieve, or pass --stage")
-    found.warm_up()
-    return pipe, found.handle
+    backend = None
+    try:
+        found = next((s for s in pipe.stages() if s.type == "cache" and s.name == stage), None)
+        if found is None:
+            raise ConfigError(f"{pipeline}: no cache stage named {stage!r}; add {{type: cache}} before retrieve, or pass --stage")
+        backend = found.admin_backend(pipe.config.store_url, pipe.config.name)
+        yield found, backend
+    finally:
+        if backend is not None:
+            backend.close()
+        pipe.close()
+
+
+def _none_yet(pipeline: Path, found) -> str:
+    return f"no cache store yet for {pipeline} (stage {found.name!r}): nothing to remove"
 
 
 @app.command("stats")
 def stats(pipeline: Path = typer.Argument(..., help="pipeline YAML"),
           stage: str = typer.Option("cache", "--stage", help="the cache stage's name")) -> None:
-    """Entries (live, and stale: expired or made under other versions), bytes, hits and the verified false-hit rate."""
-    pipe, h = _open(pipeline, stage)
-    try:
-        out = h.backend.stats(time.time(), h.version)
-        out.update({"backend": h.params.backend, "max_false_hit_rate": h.params.max_false_hit_rate,
-                    "confidence": h.params.confidence})
+    """Entries (live; stale: expired or made under other versions; bad), bytes, hits and the verified false-hit rate."""
+    with _opened(pipeline, stage) as (found, backend):
+        if backend is None:
+            from ragcost.cache.backends import summarise
+
+            out = {**summarise([], [], time.time(), None), "store": "none yet"}
+        else:
+            out = backend.stats(time.time(), found.live_version())
+        out.update({"backend": found.params.backend, "max_false_hit_rate": found.params.max_false_hit_rate,
+                    "confidence": found.params.confidence})
         typer.echo(json.dumps(out, indent=2))
-    finally:
-        h.backend.close()
-        pipe.close()
 
 
 @app.command("clear")
 def clear(pipeline: Path = typer.Argument(..., help="pipeline YAML"),
           stage: str = typer.Option("cache", "--stage", help="the cache stage's name")) -> None:
     """Remove every entry and every verified observation."""
-    pipe, h = _open(pipeline, stage)
-    try:
-        typer.echo(f"removed {h.backend.clear()} entries")
-    finally:
-        h.backend.close()
-        pipe.close()
+    with _opened(pipeline, stage) as (found, backend):
+        typer.echo(_none_yet(pipeline, found) if backend is None else f"removed {backend.clear()} entries")
 
 
 @app.command("prune")
 def prune(pipeline: Path = typer.Argument(..., help="pipeline YAML"),
           stage: str = typer.Option("cache", "--stage", help="the cache stage's name")) -> None:
-    """Remove expired entries and those made under other versions (model, index, corpus, stages): unreachable anyway."""
-    pipe, h = _open(pipeline, stage)
-    try:
-        typer.echo(f"removed {h.backend.prune(time.time(), h.version)} stale entries")
-    finally:
-        h.backend.close()
-        pipe.close()
+    """Remove expired entries, those made under other versions (model, index, corpus, stages) and bad ones."""
+    with _opened(pipeline, stage) as (found, backend):
+        if backend is None:
+            typer.echo(_none_yet(pipeline, found))
+            return
+        n = backend.prune(time.time(), found.live_version())
+        bad = len(backend.bad)
+        typer.echo(f"removed {n - bad} stale entries" + (f" and {bad} bad ones" if bad else ""))

@@ -11,24 +11,29 @@ import typer
 
 def validate(
     pipeline: Path = typer.Argument(..., help="pipeline YAML"),
-    deep: bool = typer.Option(False, "--deep", help="also verify the built index's files against their checksums"),
+    deep: bool = typer.Option(False, "--deep", help="also re-hash every file of the built index against its checksum"),
 ) -> None:
-    """Check a pipeline and the index and price files it names, without running anything."""
+    """Check a pipeline, the index and price files it names, and its built index as `query` would, without running anything."""
     from ragcost.runtime.pipeline import Pipeline
 
     pipe = Pipeline.load(pipeline)
     pipe.check()
-    if deep:
-        from ragcost.index import verify_artifact
-
-        verify_artifact(pipe.config.index_path, deep=True, rebuild_hint=pipe.rebuild_hint())
+    try:
+        manifest = pipe.check_index(deep=deep)  # what `query` would refuse, refused here: no index, stale, damaged
+    finally:
+        pipe.close()
     ic = pipe.index_config
     stages = ", ".join(["embed"] + [s.type for s in pipe.config.stages])
     from ragcost.cli.text import terminal_safe
 
+    if manifest is None:
+        built = f"not indexed yet: run `ragcost index {pipeline}` before `ragcost query`"
+    else:
+        how = "every file re-hashed" if deep else "sizes, headers and fingerprint checked"
+        built = f"index built with {manifest.vector_count} vectors, up to date ({how})"
     typer.echo(terminal_safe(
         f"{pipeline}: ok — store {pipe.config.store_url}; index {ic.backend}/{ic.kind} build {ic.build} search {ic.search}; "
-        f"stages {stages}; price book {pipe.price_book_path} ({pipe.price_book.version})"
+        f"stages {stages}; price book {pipe.price_book_path} ({pipe.price_book.version}); {built}"
     ))
 
 

@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 import typer
 
+from ragcost.cli.query_cmd import in_range
 from ragcost.cli.text import markup_safe as _m
 from ragcost.errors import ConfigError, StoreError
 
@@ -166,7 +167,7 @@ def eval_(
     ledger: Optional[str] = typer.Option(None, "--ledger", help="SQLAlchemy URL of the ledger (default: the pipeline's store)"),
     no_ledger: bool = typer.Option(False, "--no-ledger", help="do not record this run in the ledger"),
     compare: Optional[tuple[str, str]] = typer.Option(None, "--compare", help="show what changed between two recorded eval runs (ids, id prefixes, 'previous', 'last'), paired over queries; RUN:CONFIG RUN:CONFIG compares two configurations"),
-    max_queries: Optional[int] = typer.Option(None, "--max-queries", help="evaluate only the first N judged queries"),
+    max_queries: Optional[int] = typer.Option(None, "--max-queries", callback=in_range(1, 10**9, "the number of judged queries to evaluate"), help="evaluate only the first N judged queries (N >= 1)"),
     cache_dir: Path = typer.Option(Path(".ragcost/eval"), "--cache-dir", help="where corpus and query vectors are cached"),
     write: bool = typer.Option(False, "--write", help="store the recommended configuration's calibrated useful threshold in the pipeline YAML (useful: {judge: score, threshold: X})"),
     as_json: bool = typer.Option(False, "--json", help="print the run as JSON on stdout (every figure with its 95% interval, ci) instead of the tables"),
@@ -196,6 +197,10 @@ def eval_(
     ls = load_spec(spec)
     if max_queries is not None:
         ls.spec.max_queries = max_queries
+    if write:  # before the run: a file --write could not edit must not cost the whole evaluation
+        from ragcost.atomic import check_editable
+
+        check_editable(ls.pipeline_path)
     err = Console(stderr=True, soft_wrap=True)
     cb, bar = _progress_runner(err)
     with bar:

@@ -93,6 +93,12 @@ def user_input_error(e: BaseException) -> Optional[str]:
         bad = e.object[e.start:e.end]
         what = "a lone surrogate" if any(0xD800 <= ord(c) <= 0xDFFF for c in bad) else "a character"
         return f"the text holds {what} ({bad.encode('unicode_escape').decode()}) that cannot be encoded as {e.encoding}; pass valid UTF-8 text"
+    if isinstance(e, OSError):
+        from ragcost.atomic import disk_error
+
+        full = disk_error(e)  # a full or read-only disk: "check the permissions" would send the user the wrong way
+        if full is not None:
+            return full
     if isinstance(e, OSError) and (e.filename or e.strerror):
         where = f": {e.filename}" if e.filename else ""
         return f"{e.strerror or type(e).__name__}{where}; check the path and its permissions"

@@ -150,7 +150,8 @@ def _require_pairs(**given: Any) -> None:
 def _kv_lines(model_config: Optional[Path], layers: Optional[int], kv_heads: Optional[int], head_dim: Optional[int],
               dtype: Optional[str], gpu_mem_gb: Optional[float], weights_gb: Optional[float], params_b: Optional[float],
               context: Optional[int], mem_utilization: float) -> list[tuple[str, str, str]]:
-    shape: dict = P.model_shape_from_config(model_config) if model_config else {}
+    given = frozenset(k for k, v in (("layers", layers), ("kv_heads", kv_heads), ("head_dim", head_dim)) if v is not None)
+    shape: dict = P.model_shape_from_config(model_config, given) if model_config else {}
     for key, val in (("layers", layers), ("kv_heads", kv_heads), ("head_dim", head_dim), ("dtype", dtype)):
         if val is not None:
             shape[key] = val

@@ -9,18 +9,7 @@ from typing import Optional
 import typer
 
 from ragcost.errors import IngestError, StoreError
-
-
-def check_query_text(text: str, where: str) -> str:
-    """``text`` if it can be asked; an empty query or one with undecodable bytes is refused, naming ``where``."""
-    if not text.strip():
-        raise IngestError(f"{where}: the query is empty; give the question as text")
-    for i, c in enumerate(text):
-        if 0xD800 <= ord(c) <= 0xDFFF:
-            # Undecodable argv bytes arrive as lone surrogates (surrogateescape): name the byte.
-            byte = f"byte 0x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else f"lone surrogate \\u{ord(c):04x}"
-            raise IngestError(f"{where}: not valid UTF-8 ({byte} at character {i + 1}); pass the query as UTF-8 text")
-    return text
+from ragcost.runtime.request import MAX_K, check_text as check_query_text
 
 
 def _read_queries(path: Path) -> list[tuple[str, str]]:
@@ -68,7 +57,7 @@ def require_store(url: str, pipeline: Path) -> None:
         raise StoreError(f"no store at {path}; run `ragcost index {pipeline}` first")
 
 
-def _in_range(low: int, high: int, what: str):
+def in_range(low: int, high: int, what: str):
     """A typer callback refusing a number outside [low, high] with a usage error that gives the range."""
 
     def check(value: Optional[int]) -> Optional[int]:
@@ -83,9 +72,9 @@ def query(
     pipeline: Path = typer.Argument(..., help="pipeline YAML"),
     text: Optional[str] = typer.Argument(None, help="the question"),
     filter_: Optional[str] = typer.Option(None, "--filter", help='metadata filter as JSON, e.g. {"year": {"$gte": 2023}}'),
-    k: Optional[int] = typer.Option(None, "-k", callback=_in_range(1, 10_000, "results per query"), help="results per query, 1-10000 (default: the retrieve stage's k)"),
+    k: Optional[int] = typer.Option(None, "-k", callback=in_range(1, MAX_K, "results per query"), help="results per query, 1-10000 (default: the retrieve stage's k)"),
     queries: Optional[Path] = typer.Option(None, "--queries", help="a .jsonl or .txt file of queries to run as batches"),
-    batch_size: int = typer.Option(32, "--batch-size", callback=_in_range(1, 100_000, "queries per batch"), help="queries per batch with --queries, 1-100000"),
+    batch_size: int = typer.Option(32, "--batch-size", callback=in_range(1, 100_000, "queries per batch"), help="queries per batch with --queries, 1-100000"),
     as_json: bool = typer.Option(False, "--json", help="print results and costs as JSON"),
     ledger: Optional[str] = typer.Option(None, "--ledger", help="SQLAlchemy URL for the ledger (default: the pipeline's store)"),
     no_ledger: bool = typer.Option(False, "--no-ledger", help="do not record this run in the ledger"),

@@ -113,6 +113,7 @@ def results_json(run: QueryRun) -> dict[str, Any]:
                 "text": s.text,
                 "strategy": s.notes.get("strategy"),
                 "matches": s.notes.get("matches"),
+                "cache": s.cache_view(),
                 "notes": {k: v for k, v in s.notes.items() if k not in ("strategy", "matches")},
                 "answer": s.answer,
                 "citations": s.citations,

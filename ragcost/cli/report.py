@@ -175,10 +175,15 @@ def _require_ledger(url: str) -> None:
         raise StoreError(f"no ledger at {path}; run `ragcost query` or `ragcost eval` first, or pass --ledger URL")
     import sqlalchemy as sa
 
+    from ragcost.store.readonly import read_only_engine
+    from ragcost.store.sql_errors import held_message, is_locked
+
     try:
-        engine = sa.create_engine(url)
+        engine = read_only_engine(url)  # a report only reads: DuckDB's read-only mode, so a read-only disk works
         shown = engine.url.render_as_string(hide_password=True)
     except Exception as e:
+        if is_locked(e):
+            raise StoreError(held_message(url, e, "ledger")) from None
         raise StoreError(f"--ledger: cannot open ({type(e).__name__}); check the SQLAlchemy URL, e.g. duckdb:///.ragcost/ledger.duckdb") from None
     try:
         with engine.connect() as conn:

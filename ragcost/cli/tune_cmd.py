@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from ragcost.cli.query_cmd import in_range
 from ragcost.cli.text import markup_safe as _m
 
 
@@ -19,7 +20,7 @@ def tune(
     spec: Path = typer.Argument(..., help="eval spec YAML (eval/*.yaml): the grid to search"),
     floor: float = typer.Option(0.98, "--floor", help="keep configurations with quality >= floor x the best measured"),
     write: bool = typer.Option(False, "--write", help="write the chosen configuration into the pipeline YAML, with comments"),
-    max_queries: Optional[int] = typer.Option(None, "--max-queries", help="evaluate only the first N judged queries"),
+    max_queries: Optional[int] = typer.Option(None, "--max-queries", callback=in_range(1, 10**9, "the number of judged queries to evaluate"), help="evaluate only the first N judged queries (N >= 1)"),
     cache_dir: Path = typer.Option(Path(".ragcost/eval"), "--cache-dir", help="where corpus and query vectors are cached"),
 ) -> None:
     """Find the cheapest configuration ($ per useful document) whose quality is within the floor, without the full grid."""
@@ -33,6 +34,10 @@ def tune(
     ls = load_spec(spec)
     if max_queries is not None:
         ls.spec.max_queries = max_queries
+    if write:  # before the run: a file --write could not edit must not cost the whole evaluation
+        from ragcost.atomic import check_editable
+
+        check_editable(ls.pipeline_path)
     cb, bar = _progress_runner(Console(stderr=True, soft_wrap=True))
     with bar:
         rep = run_tune(ls, floor, cache_dir, progress=cb)

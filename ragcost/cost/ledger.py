@@ -140,8 +140,12 @@ class Ledger:
             path.parent.mkdir(parents=True, exist_ok=True)
         self.engine = None
         try:
-            # No DuckDB read_only flag: it refuses a file this process already has open (the store).
-            self.engine = sa.create_engine(url)
+            if read_only:  # DuckDB's own read-only mode: a read-only disk or file can still be reported on
+                from ragcost.store.readonly import read_only_engine
+
+                self.engine = read_only_engine(url)
+            else:
+                self.engine = sa.create_engine(url)
             if read_only:
                 self.check_tables()
             else:
@@ -151,6 +155,10 @@ class Ledger:
                 self.engine.dispose()  # DuckDB: release the file, so this process can open it again
             if isinstance(e, StoreError):
                 raise
+            from ragcost.store.sql_errors import held_message, is_locked
+
+            if is_locked(e):
+                raise StoreError(held_message(url, e, "ledger")) from None
             # a bad URL or an unreachable server: one line, with the fix
             raise StoreError(f"ledger {shown}: cannot open ({type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}); "
                              "check the SQLAlchemy URL, e.g. duckdb:///.ragcost/ledger.duckdb") from None

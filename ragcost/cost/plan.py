@@ -38,8 +38,11 @@ def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, bytes_per_valu
     return 2 * layers * kv_heads * head_dim * bytes_per_value
 
 
-def model_shape_from_config(path: str | Path) -> dict[str, Any]:
-    """layers, kv_heads, head_dim and dtype from a Hugging Face ``config.json`` (a file or its folder)."""
+def model_shape_from_config(path: str | Path, given: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """layers, kv_heads, head_dim and dtype from a Hugging Face ``config.json`` (a file or its folder).
+
+    ``given``: the keys the caller sets itself (``--kv-heads``...): the config's value of those is not read.
+    """
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
@@ -53,18 +56,31 @@ def model_shape_from_config(path: str | Path) -> dict[str, Any]:
     for key in ("num_hidden_layers", "num_attention_heads"):
         if key not in cfg:
             raise ConfigError(f"{p}: {key} is missing; give --layers/--kv-heads/--head-dim instead")
-    heads = int(cfg["num_attention_heads"])
+    layers, heads = _count(p, cfg, "num_hidden_layers", "--layers"), _count(p, cfg, "num_attention_heads", "--kv-heads and --head-dim")
     head_dim = cfg.get("head_dim")
     if head_dim is None:
         if "hidden_size" not in cfg:
             raise ConfigError(f"{p}: neither head_dim nor hidden_size is set; give --head-dim")
-        head_dim = int(cfg["hidden_size"]) // heads
+        head_dim = _count(p, cfg, "hidden_size", "--head-dim") // heads
+    else:
+        head_dim = _count(p, cfg, "head_dim", "--head-dim")
+    # null or absent: multi-head attention (one KV head per head); 0 is not "absent", it is a broken config
+    kv_heads = heads if "kv_heads" in given or cfg.get("num_key_value_heads") is None else \
+        _count(p, cfg, "num_key_value_heads", "--kv-heads")
     return {
-        "layers": int(cfg["num_hidden_layers"]),
-        "kv_heads": int(cfg.get("num_key_value_heads") or heads),
+        "layers": layers,
+        "kv_heads": kv_heads,
         "head_dim": int(head_dim),
         "dtype": str(cfg.get("torch_dtype") or cfg.get("dtype") or "float16"),
     }
+
+
+def _count(p: Path, cfg: dict, key: str, option: str) -> int:
+    """A config.json count that must be a whole number >= 1, refused naming the file, key and value."""
+    v = cfg[key]
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ConfigError(f"{p}: {key} is {json.dumps(v)}; it must be a whole number >= 1: fix the config, or give {option}")
+    return v
 
 
 def sequences_that_fit(gpu_mem_bytes: float, weight_bytes: float, kv_per_token: float, context_tokens: int,

@@ -71,7 +71,7 @@ def corpus_path(root: Path) -> Path:
 def check_files(root: Path | str) -> None:
     """Fail fast (before any embedding) when the folder lacks a corpus, queries or qrels."""
     corpus_path(Path(root))
-    _need(Path(root), "queries.jsonl")
+    read_queries(Path(root))  # small; a malformed line or a repeated id is refused before the corpus is embedded
     _need(Path(root), "qrels.tsv")
 
 
@@ -100,6 +100,7 @@ def read_queries(root: Path) -> dict[str, str]:
     """Query id -> text from queries.jsonl (``_id`` or ``id``, ``text``)."""
     p = _need(root, "queries.jsonl")
     out: dict[str, str] = {}
+    first: dict[str, int] = {}  # id -> its line: a repeated id is refused (the last text would win silently)
     for no, line in _lines(p):
         if not line.strip():
             continue
@@ -110,7 +111,12 @@ def read_queries(root: Path) -> dict[str, str]:
         qid = rec.get("_id", rec.get("id")) if isinstance(rec, dict) else None
         if qid is None or not isinstance(rec.get("text"), str):
             raise IngestError(f"{p}:{no}: a query needs \"_id\" and \"text\"")
-        out[str(qid)] = rec["text"]
+        qid = str(qid)
+        if qid in first:
+            raise IngestError(f"{p}:{no}: query id {qid!r} is used again (first at line {first[qid]}); give every "
+                              "query its own id, or remove the repeated line")
+        first[qid] = no
+        out[qid] = rec["text"]
     return out
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from ragcost.config.base import Strict
 from ragcost.config.pipeline import ChunkingConfig, EmbedConfig
@@ -46,13 +46,25 @@ class GridEntry(Strict):
     @field_validator("dims")
     @classmethod
     def _dims(cls, v: Optional[list[int]]) -> Optional[list[int]]:
-        if v is not None and (not v or any(d < 8 for d in v)):
-            raise ValueError("give at least one dim, each >= 8")
+        return check_dims(v)
+
+
+def check_dims(v: Optional[list[int]]) -> Optional[list[int]]:
+    """Dims to truncate to: each >= 8 (``dims: [-1]`` would slice to all but one dimension, 0 to none)."""
+    if v is None:
         return v
+    if not v:
+        raise ValueError("give at least one dim, e.g. dims: [384, 256]")
+    bad = [d for d in v if d < 8]
+    if bad:
+        raise ValueError(f"dim {bad[0]} is too small: each dim must be >= 8 (and at most the model's), e.g. dims: [384, 256]")
+    return v
 
 
 class EvalSpec(Strict):
     """What `ragcost eval` compares."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)  # ls.spec.max_queries = -1 is refused too
 
     name: Optional[str] = Field(None, description="label of this evaluation; default: the spec file's stem")
     pipeline: str = Field(description="pipeline YAML: embedding model, chunking, price book and resources")
@@ -73,6 +85,11 @@ class EvalSpec(Strict):
     within_pct: float = Field(2.0, ge=0, le=100, description="recommend the cheapest config within this % of the best quality")
     fetch_multiplier: int = Field(4, ge=1, le=64, description="chunks fetched per wanted document before collapsing to documents")
     max_queries: Optional[int] = Field(None, ge=1, description="evaluate only the first N judged queries (quick runs)")
+
+    @field_validator("dims")
+    @classmethod
+    def _dims(cls, v: Optional[list[int]]) -> Optional[list[int]]:
+        return check_dims(v)
 
     @field_validator("k")
     @classmethod

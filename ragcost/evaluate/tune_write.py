@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 from typing import Any
 
+from ragcost.atomic import replace_text
 from ragcost.errors import ConfigError
+from ragcost.runtime.load import load_pipeline
+from ragcost.runtime.writeback import loads_as_pipeline
 
 
 def _yaml() -> Any:
@@ -25,7 +29,7 @@ def _index_value(r: Any, pipeline_path: Path, old: Any) -> Any:
     from ragcost.index import load_index_file
 
     f = Path(r.index_file)
-    if f.is_file():
+    if f.is_file() and f.resolve() != pipeline_path.resolve():  # the pipeline's own inline index is no index file
         cfg = load_index_file(f)
         if dict(cfg.search) == dict(r.search):
             base = pipeline_path.resolve().parent
@@ -66,10 +70,10 @@ def write_choice(pipeline_path: Path, chosen: Any, note: str) -> list[str]:
             changed.append(key)
         doc[key] = _flow(value)
         doc.yaml_add_eol_comment(f"ragcost tune: {note}", key)
-    tmp = pipeline_path.with_suffix(pipeline_path.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        y.dump(doc, f)
-    tmp.replace(pipeline_path)
+    out = io.StringIO()
+    y.dump(doc, out)
+    # An in-place edit (mode, owner, a symlink's target kept), and only of a pipeline that still loads.
+    replace_text(pipeline_path, out.getvalue(), check=loads_as_pipeline(pipeline_path, load_pipeline))
     return changed
 
 

@@ -17,9 +17,9 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ragcost.atomic import temp_target, write_files
+from ragcost.atomic import disk_error, temp_target, write_files
 from ragcost.config.index import IndexConfig
-from ragcost.errors import FingerprintError
+from ragcost.errors import FingerprintError, StoreError
 from ragcost.index.base import VectorIndex
 from ragcost.index.manifest import (
     FORMAT,
@@ -88,12 +88,62 @@ def write_artifact(
     build_id = uuid.uuid4().hex[:16]  # unique names: a new build never overwrites a live one's files
     names = {"index": f"index-{build_id}.{type(index).suffix}", "vectors": f"vectors-{build_id}.npy",
              "labels": f"labels-{build_id}.npy"}
-    write_files(directory, {names["index"]: index.save, names["vectors"]: _npy_writer(vectors),
-                            names["labels"]: _npy_writer(labels)})
-    files = {name: file_record(directory / name) for name in names.values()}
+    existed = directory.is_dir()
+    try:
+        write_files(directory, {names["index"]: index.save, names["vectors"]: _npy_writer(vectors),
+                                names["labels"]: _npy_writer(labels)})
+        files = {name: file_record(directory / name) for name in names.values()}
+        manifest = _manifest(index, labels, vectors, fingerprint, build_seconds, names, files)
+        # The commit point: before the manifest's rename the old build is live, after it the new one.
+        write_files(directory, {}, commit=(MANIFEST, lambda p: p.write_text(manifest.model_dump_json(indent=2))))
+    except BaseException as e:
+        _forget_build(directory, build_id, set(names.values()), existed)
+        fix = disk_error(e, with_path=False) or _full_disk(directory, e)
+        if fix is None:
+            raise
+        raise StoreError(f"index {directory}: writing the built index failed: {fix}; nothing of this build was "
+                         "kept (the index that was live is unchanged)") from e
+    remember_verified(directory, {name: stamp(directory / name, rec) for name, rec in files.items()})
+    _remove_unreferenced(directory, set(names.values()))
+    return manifest
+
+
+def _full_disk(directory: Path, e: BaseException) -> Optional[str]:
+    """The disk-full fix when a backend's own writer (faiss's C++ fwrite) failed without an errno on a full disk."""
+    import os
+
+    from ragcost.atomic import disk_fix
+
+    if not isinstance(e, (RuntimeError, OSError)):
+        return None
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return None
+    return disk_fix("ENOSPC") if st.f_bavail * st.f_frsize < (1 << 16) else None
+
+
+def _forget_build(directory: Path, build_id: str, names: set[str], existed: bool) -> None:
+    """After a failed write: delete this build's files unless the live manifest names them (a failure
+    after the commit), and the index folder when this build made it and it is left empty."""
+    try:
+        if build_id in (directory / MANIFEST).read_text(encoding="utf-8"):
+            return
+    except OSError:
+        pass
+    _remove_unreferenced(directory, keep=set(), only=names)
+    if not existed:
+        try:
+            directory.rmdir()
+        except OSError:
+            pass
+
+
+def _manifest(index: VectorIndex, labels: np.ndarray, vectors: np.ndarray, fingerprint: dict[str, Any],
+              build_seconds: float, names: dict[str, str], files: dict) -> Manifest:
     n = len(labels)
     index_bytes = int(index.nbytes())
-    manifest = Manifest(
+    return Manifest(
         format=FORMAT,
         fingerprint=jsonable(fingerprint),
         vector_count=n,
@@ -113,17 +163,19 @@ def write_artifact(
         warnings=list(index.warnings),
         files=files,
     )
-    # The commit point: before the manifest's rename the old build is live, after it the new one.
-    write_files(directory, {}, commit=(MANIFEST, lambda p: p.write_text(manifest.model_dump_json(indent=2))))
-    remember_verified(directory, {name: stamp(directory / name, rec) for name, rec in files.items()})
-    _remove_unreferenced(directory, set(names.values()))
-    return manifest
 
 
-def _remove_unreferenced(directory: Path, keep: set[str]) -> None:
-    """Delete older builds' files and our crashed builds' temp files; never a file a build would not name."""
+def _remove_unreferenced(directory: Path, keep: set[str], only: Optional[set[str]] = None) -> None:
+    """Delete older builds' files and our crashed builds' temp files; never a file a build would not name.
+
+    ``only``: delete just these names (and their temp files), e.g. a failed build's own files.
+    """
+    if not directory.is_dir():
+        return
     for path in directory.iterdir():
         name = path.name
+        if only is not None and name not in only and temp_target(name) not in only:
+            continue
         target = temp_target(name)
         ours = bool(_BUILD_FILE.match(name)) or (target is not None and (
             target == MANIFEST or _BUILD_FILE.match(target) is not None))
@@ -155,6 +207,26 @@ def open_artifact(
 ) -> LoadedIndex:
     """Open a committed artifact after checking its manifest, its files and that it matches ``config``."""
     directory = Path(directory)
+    manifest = check_artifact(directory, config, expected_fingerprint, rebuild_hint)
+    index = new_index(config, dim=manifest.dim, precision=manifest.precision, shards=manifest.shards)
+    index.load(directory / manifest.index_file)
+    index.warnings = list(manifest.warnings)
+    labels = np.load(directory / manifest.labels_file)
+    vectors = np.load(directory / manifest.vectors_file, mmap_mode="r")
+    _check_loaded(directory, manifest, index, labels, rebuild_hint)
+    return LoadedIndex(index=index, labels=labels, vectors=vectors, manifest=manifest)
+
+
+def check_artifact(
+    directory: Path | str,
+    config: IndexConfig,
+    expected_fingerprint: dict[str, Any],
+    rebuild_hint: str,
+    deep: bool = False,
+) -> Manifest:
+    """What ``open_artifact`` checks before loading anything (manifest, fingerprint, kind, files): the
+    manifest, or the FingerprintError ``query`` would give. ``deep`` re-hashes every file."""
+    directory = Path(directory)
     manifest = load_manifest(directory, rebuild_hint)
     if manifest is None:
         raise FingerprintError(f"no index at {directory}; {rebuild_hint}")
@@ -164,14 +236,11 @@ def open_artifact(
     if built != wanted:
         changes = "; ".join(fingerprint_changes(built, wanted))
         raise FingerprintError(f"index at {directory} differs from its config ({changes}); {rebuild_hint}")
-    verify_files(directory, manifest, rebuild_hint)
-    index = new_index(config, dim=manifest.dim, precision=manifest.precision, shards=manifest.shards)
-    index.load(directory / manifest.index_file)
-    index.warnings = list(manifest.warnings)
-    labels = np.load(directory / manifest.labels_file)
-    vectors = np.load(directory / manifest.vectors_file, mmap_mode="r")
-    _check_loaded(directory, manifest, index, labels, rebuild_hint)
-    return LoadedIndex(index=index, labels=labels, vectors=vectors, manifest=manifest)
+    if deep and not manifest.files:
+        raise FingerprintError(f"{directory / MANIFEST}: written before ragcost recorded checksums, so its files "
+                               f"cannot be verified deeply; delete it and {rebuild_hint}")
+    verify_files(directory, manifest, rebuild_hint, deep=deep)
+    return manifest
 
 
 def _check_loaded(directory: Path, manifest: Manifest, index: VectorIndex, labels: np.ndarray, hint: str) -> None:

@@ -74,6 +74,7 @@ class Answer:
             "id": self.id, "ok": self.ok, "error": self.error, "outcome": self.outcome, "tenant": self.tenant,
             "answer": self.answer, "citations": self.citations, "useful": self.useful,
             "strategy": self.strategy, "hits": self.hits,
+            "cache": None if not self.cache else {k: self.cache.get(k) for k in ("tier", "similarity", "verified")},
             "stages": self.stages(), "cost_usd": self.cost,
         }
 
@@ -108,11 +109,9 @@ class Session:
         self._checked: set[str] = set()  # filters already compiled against the declared fields
 
     def _require_store(self) -> None:
-        import sqlalchemy as sa
-
-        u = sa.engine.make_url(self.pipe.config.store_url)
-        if u.get_backend_name() == "duckdb" and u.database not in (None, "", ":memory:") and not Path(u.database).is_file():
-            raise StoreError(f"no store at {u.database}; run `ragcost index {self.pipe.path}` first")
+        file = self.pipe.store_file
+        if file is not None and not file.is_file():
+            raise StoreError(f"no store at {file}; run `ragcost index {self.pipe.path}` first")
 
     @property
     def name(self) -> str:
@@ -127,13 +126,17 @@ class Session:
 
     def state(self, text: str, filter: Optional[dict] = None, k: Optional[int] = None,
               tenant: Optional[str] = None, id: Optional[str] = None) -> QueryState:
-        """A query state; its filter is parsed and checked against the declared fields now."""
+        """A query state; its text, k and filter are checked now (a QueryError or FilterError names the value)."""
+        from ragcost.runtime.request import check_k, check_text
         from ragcost.store.filters import parse_filter
 
+        check_text(text)
+        k = check_k(k)
         expr = parse_filter(filter)
         if expr is not None:
             self.check_filter(expr)
-        return QueryState(text=text, id=id or uuid.uuid4().hex, k=k or self.default_k, filter=expr, tenant=tenant)
+        return QueryState(text=text, id=id or uuid.uuid4().hex, k=self.default_k if k is None else k, filter=expr,
+                          tenant=tenant)
 
     def check_filter(self, expr: dict) -> None:
         """An unknown field or operator fails here, in one line, before the query joins a batch.
@@ -183,7 +186,8 @@ class Session:
                 rows=rows, notes=dict(s.notes), route=s.route, route_fields=s.route_fields(), outcome_stage=s.outcome_stage,
                 cache=s.cache_record(),
                 strategy=next((c.record.notes.get("strategies") for c in res.calls
-                               if c.serves(s) and c.record.notes.get("strategies")), None)))
+                               if c.serves(s) and c.record.notes.get("strategies")), None)
+                or ({s.notes["strategy"]: 1} if s.cache and s.notes.get("strategy") else None)))
         return out
 
     def record(self, answer: Answer) -> None:

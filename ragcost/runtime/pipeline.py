@@ -96,6 +96,39 @@ class Pipeline:
             self._artifact = open_artifact(self.config.index_path, self.index_config, expected, self.rebuild_hint())
         return self._artifact
 
+    @property
+    def store_file(self) -> Optional[Path]:
+        """The embedded (DuckDB) store's file, or None for a server store or an in-memory one."""
+        import sqlalchemy as sa
+
+        u = sa.engine.make_url(self.config.store_url)
+        if u.get_backend_name() != "duckdb" or u.database in (None, "", ":memory:"):
+            return None
+        return Path(u.database)
+
+    def check_index(self, deep: bool = False) -> Any:
+        """What ``query`` would say about the built index, without loading it or writing anything: its
+        manifest, or the error ``query`` would raise (no store, no index, stale fingerprint, damaged
+        file). None when nothing was built yet (no manifest and no store file). The store is opened
+        read-only for the corpus revision; ``deep`` re-hashes every index file."""
+        from ragcost.errors import StoreError
+        from ragcost.index.artifact import check_artifact
+        from ragcost.index.manifest import MANIFEST
+        from ragcost.store import open_store
+
+        file = self.store_file
+        built = (self.config.index_path / MANIFEST).exists()
+        if not built and (file is None or not file.is_file()) and not deep:
+            return None
+        if file is not None and not file.is_file():
+            raise StoreError(f"no store at {file}; run `ragcost index {self.path}` first")
+        store = open_store(self.config.store_url, self.config.name, self.config.fields, read_only=True)
+        try:
+            expected = self.index_fingerprint(store.revision())
+        finally:
+            store.close()
+        return check_artifact(self.config.index_path, self.index_config, expected, self.rebuild_hint(), deep=deep)
+
     # ---- the rest of the pipeline ----------------------------------------------------------
     def close(self) -> None:
         for st in self._stages or []:

@@ -95,13 +95,17 @@ def run_queries(
     Each query's ledger rows are one transaction, written as soon as its batch finishes, so a
     crash keeps every completed query and no partial rows of the one that failed.
     """
+    from ragcost.runtime.request import check_k, check_text
     from ragcost.store.filters import parse_filter
 
+    for qid, text in items:
+        check_text(text, f"query {qid}")
+    k = check_k(k)
     expr = parse_filter(filter_)
     if expr is not None:
         # Compile once against the declared fields so a bad filter fails before any model loads.
         pipe.store().matching_labels(expr)
-    default_k = k or _retrieve_k(pipe)
+    default_k = _retrieve_k(pipe) if k is None else k
     pipe.warm_up()
     states: list[QueryState] = []
     useful: list[int] = []

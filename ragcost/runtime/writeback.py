@@ -4,15 +4,17 @@ The file is read and written with ruamel's round-trip mode, so every other line 
 team wrote it. ``useful`` becomes ``{judge: score, threshold: X}`` (other keys of an existing
 ``useful`` mapping, e.g. ``precision``, stay), with a comment above it saying where the number
 came from. The new text is loaded as a pipeline first (from a temp file beside the original, so
-relative paths resolve the same), and only a pipeline that loads replaces the file, atomically.
+relative paths resolve the same), and only a pipeline that loads replaces the file, atomically, as an
+in-place edit (``ragcost.atomic.replace_text``: mode, owner and a symlink's target kept).
 """
 
 from __future__ import annotations
 
 import io
-import os
 from pathlib import Path
+from typing import Callable
 
+from ragcost.atomic import replace_text
 from ragcost.errors import ConfigError
 
 
@@ -56,17 +58,18 @@ def write_useful_threshold(path: str | Path, threshold: float, note: str) -> str
     out = io.StringIO()
     y.dump(data, out)
     text = out.getvalue()
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        try:
-            load_pipeline(tmp)
-        except ConfigError as e:
-            raise ConfigError(str(e).replace(str(tmp), str(p)) + f" (not written: {p} is unchanged)") from None
-        os.replace(tmp, p)
-    finally:
-        tmp.unlink(missing_ok=True)
+    replace_text(p, text, check=loads_as_pipeline(p, load_pipeline))
     return text
+
+
+def loads_as_pipeline(p: Path, load: Callable[[Path], object]) -> Callable[[Path], None]:
+    """A ``replace_text`` check: the new text must load as a pipeline (errors name ``p``, not the temp file)."""
+    def check(candidate: Path) -> None:
+        try:
+            load(candidate)
+        except ConfigError as e:
+            raise ConfigError(str(e).replace(str(candidate), str(p)) + f" (not written: {p} is unchanged)") from None
+    return check
 
 
 def last_scoring_scale(specs) -> tuple:

@@ -2,11 +2,12 @@
 
 ```yaml
 stages:
-  - {type: guard, on: query, checks: [pii_redact]}   # the cache sees (and stores) redacted text
+  - {type: guard, on: query, checks: [pii]}   # the cache sees (and stores) redacted text
   - {type: cache, max_false_hit_rate: 0.01, confidence: 0.95}
-  - {type: retrieve, k: 5}
+  - {type: retrieve, k: 20}
+  - {type: rerank, backend: rescore, top_n: 5}
   - {type: generate, backend: extractive}
-  - {type: cache_write}                              # after generate: it sees the final answer
+  - {type: cache_write}                       # after generate: it sees the final answer
 ```
 
 Why two stages: a stage sees only its own call, and the runner skips finished queries, so the
@@ -14,9 +15,16 @@ stage that looks up cannot see the answer a miss goes on to get. ``cache_write``
 its stage name) stores it after generation and judges, free of charge, whether the nearest cached
 answer would have been right: that is most of the evidence the false-hit bound learns from.
 
-A hit finishes the query with the cached answer, citations and hits and sets ``s.cache``
-(``{"tier": "exact"|"semantic", "entry": id, "similarity": x, "verified": bool}``). A miss leaves
-``s.cache`` None and says why in ``s.notes["cache"]``.
+A semantic candidate is served only when it is the same question: the two texts may differ in no
+negation, number, operator, identifier or antonym, and the corpus-IDF weight of the other words
+they differ in stays within ``max_differing_weight`` (:mod:`ragcost.cache.meaning`). Then its
+answer basis is checked like with like: the stages between the cache and generate that shaped the
+stored hits (retrieve, rerank) run again on the new query, unless the learned bound trusts it.
+
+A hit finishes the query with the cached answer, citations, hits (title, text, metadata) and
+retrieval strategy, and sets ``s.cache`` (``{"tier": "exact"|"semantic", "entry": id,
+"similarity": x, "verified": bool}``). A miss leaves ``s.cache`` None and says why in
+``s.notes["cache"]``.
 """
 
 from __future__ import annotations
@@ -35,10 +43,15 @@ from ragcost.cache.backends import shown
 from ragcost.cache.basis import same_basis
 from ragcost.cache.handle import CacheHandle
 from ragcost.config.base import Strict
-from ragcost.errors import ConfigError
+from ragcost.errors import ConfigError, StoreError
 from ragcost.records import Hit, QueryState, UsageRecord
 from ragcost.stages.base import Stage, StageParams, stage_registry
 
+# Chosen on the calibration half of bench/data/cache_labelled.jsonl (python -m bench.cache --calibrate):
+# the most paraphrase hits with no labelled near-miss or other question served; among ties the higher
+# floor and the larger weight. 1.0 lets differ only words in more than 58% of the corpus's chunks.
+MAX_DIFFERING_WEIGHT = 1.0
+MIN_SIMILARITY = 0.6
 # Stage params that never change an answer: labels, prices, concurrency and deadlines.
 COSMETIC = frozenset({"name", "resource", "label", "concurrency", "batch_window_ms", "timeout_s", "connect_timeout_s",
                       "read_timeout_s", "retry", "api_key_env", "stream", "continuous_usage", "fetch_text"})
@@ -59,7 +72,7 @@ class CacheParams(StageParams):
     normalise: NormaliseParams = Field(default_factory=NormaliseParams)
     max_false_hit_rate: float = Field(0.01, description="bound on wrong semantic hits, in (0, 1)")
     confidence: float = Field(0.95, description="confidence of that bound, in (0, 1)")
-    min_similarity: float = Field(0.80, ge=-1, le=1, description="semantic candidates below this cosine always miss")
+    min_similarity: float = Field(MIN_SIMILARITY, ge=-1, le=1, description="semantic candidates below this cosine always miss")
     min_overlap: float = Field(0.8, gt=0, le=1, description="share of the top-k documents a correct hit must share with a fresh run")
     verify_share: float = Field(0.1, ge=0, le=1, description="share of trusted semantic hits re-checked by a fresh retrieval")
     min_entry_evidence: int = Field(20, ge=1, description="observations an entry needs before it gets its own threshold")
@@ -70,6 +83,10 @@ class CacheParams(StageParams):
     verify_alternates: int = Field(4, ge=0, description="when the nearest cached query fails its check, up to this many next ones "
                                    "(above min_similarity) are checked against the same fresh retrieval, at no extra call")
     exact_min_similarity: float = Field(0.9999, ge=-1, le=1, description="an exact-text hit whose stored embedding differs more than this is re-checked like a semantic one")
+    meaning_check: bool = Field(True, description="refuse a semantic candidate whose question differs in meaning "
+                                "(negation, numbers, operators, identifiers, antonyms, weighty words); false: similarity and the basis check only")
+    max_differing_weight: float = Field(MAX_DIFFERING_WEIGHT, ge=0, description="the most corpus-IDF weight the content words two "
+                                        "questions differ in may carry for one to be served the other's answer (0: only stopwords may differ)")
 
     @field_validator("max_false_hit_rate", "confidence")
     @classmethod
@@ -144,14 +161,72 @@ def versions_of(ctx, stages: list[dict[str, Any]]) -> dict[str, Any]:
             "stages": answering, "files": files}
 
 
-def _verifier(ctx, stages: list[dict[str, Any]]) -> Optional[Stage]:
-    """A retrieve stage like the pipeline's, to re-check a semantic hit (None when it retrieves nothing)."""
-    spec = next((st for st in stages if st["type"] == "retrieve"), None)
-    if spec is None:
+SHAPING = ("retrieve", "rerank")  # the stages that make the hits an answer is built on
+
+
+class Verifier:
+    """The stages that shaped a stored answer's hits, again: retrieve and rerank as the pipeline has them
+    between the cache and generate. A check compares like with like (5 re-ranked hits with 5)."""
+
+    def __init__(self, chain: list[Stage]) -> None:
+        self.chain, self._warm = chain, False
+
+    @property
+    def names(self) -> list[str]:
+        return [st.type for st in self.chain]
+
+    def run(self, batch: list[QueryState], usage: UsageRecord) -> list[QueryState]:
+        if not self._warm:
+            for st in self.chain:
+                getattr(st, "warm_up", lambda: None)()
+            self._warm = True
+        for st in self.chain:
+            batch = st.run(batch, usage)
+        return batch
+
+
+def _verifier(ctx, stages: list[dict[str, Any]], cache_name: str) -> Optional[Verifier]:
+    """The hit-shaping stages after this cache stage and before generate (None when there are none)."""
+    start = next((i for i, st in enumerate(stages) if st["type"] == "cache" and (st.get("name") or "cache") == cache_name), -1)
+    chain: list[Stage] = []
+    for i, spec in enumerate(stages[start + 1:]):
+        if spec["type"] in ("generate", "route", "cache_write"):
+            break
+        if spec["type"] not in SHAPING:
+            continue
+        cls = stage_registry.get(spec["type"])
+        params = {k: v for k, v in spec.items() if k != "type"}
+        if spec["type"] == "retrieve":
+            params["fetch_text"] = False
+        chain.append(cls(cls.Params.model_validate({**params, "name": f"cache-verify-{spec['type']}-{i}"}), ctx))
+    if not any(st.type == "retrieve" for st in chain):
         return None
-    cls = stage_registry.get("retrieve")
-    params = {k: v for k, v in spec.items() if k not in ("type", "fetch_text")}
-    return cls(cls.Params.model_validate({**params, "fetch_text": False, "name": "cache-verify"}), ctx)
+    return Verifier(chain)
+
+
+def _vocabulary(ctx, index_fingerprint: Any):
+    """The corpus's document frequencies (what a differing word weighs), kept beside the index per corpus revision."""
+    from ragcost.cache.keys import digest
+    from ragcost.cache.meaning import Vocabulary
+
+    tag = digest(index_fingerprint)[:16]
+    path = Path(ctx.index_dir) / "cache-vocabulary.json"
+    try:
+        raw = json.loads(path.read_text())
+        if raw.get("index") == tag:
+            return Vocabulary.from_json(raw)
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # absent or unreadable: count again
+    _, texts = ctx.store().chunk_column("text")
+    vocab = Vocabulary.build(texts)
+    try:
+        from ragcost.atomic import write_files
+
+        body = json.dumps({"index": tag, **vocab.to_json()}, separators=(",", ":"))
+        write_files(path.parent, {path.name: lambda p: p.write_text(body)})
+    except OSError:
+        pass  # a read-only index folder: count again next time
+    return vocab
 
 
 def _backend_url(params: CacheParams, ctx) -> str:
@@ -187,19 +262,53 @@ class Cache(Stage):
         name = getattr(self.ctx.store(), "collection", None) or Path(self.ctx.path).stem
         url = _backend_url(self.params, self.ctx)
         backend = open_backend(self.params.backend, url, name)
-        handle = CacheHandle(self.params, backend, versions_of(self.ctx, stages), _verifier(self.ctx, stages))
+        versions = versions_of(self.ctx, stages)
+        handle = CacheHandle(self.params, backend, versions, _verifier(self.ctx, stages, self.name))
+        if self.params.meaning_check and "semantic" in self.params.tiers:
+            handle.vocabulary = _vocabulary(self.ctx, versions["index"])
         safely(handle, lambda b: handle.warm())  # unreachable: one warning with the URL, then misses
         _HANDLES.setdefault(self.ctx, {})[self.name] = handle
         self.handle = handle
         # The ledger counts these stages' dollars as the cache's own cost (ragcost report).
         self.write_stages = [st.get("name") or st["type"] for i, st in enumerate(stages) if i in writes]
 
+    def admin_backend(self, store_url: str, collection: str) -> Optional[Any]:
+        """The backend alone, for ``ragcost cache stats|clear|prune``: nothing is warmed, and nothing is created.
+
+        None when the cache lives in a DuckDB file that does not exist (there is nothing to show or
+        remove). An unreachable backend is one :class:`StoreError` naming its URL and the fix.
+        """
+        from ragcost.cache.backends import cache_backend_registry, store_exists
+
+        if self.params.backend not in cache_backend_registry:
+            import ragcost.cache.redis_backend  # noqa: F401
+        url = self.params.url or ("redis://127.0.0.1:6379/0" if self.params.backend == "redis" else store_url)
+        if not store_exists(url):
+            return None
+        try:
+            backend = open_backend(self.params.backend, url, collection)
+            getattr(backend, "ping", lambda: None)()
+        except StoreError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the server is down or refuses us: one line, never a traceback
+            raise StoreError(f"cache {shown(url)}: cannot reach it ({type(e).__name__}: "
+                             f"{str(e).splitlines()[0] if str(e) else ''}); start the server, or set url: on the "
+                             f"cache stage {self.name!r} of {self.ctx.path}") from None
+        return backend
+
+    def live_version(self) -> str:
+        """The version digest entries made now carry (``prune`` drops entries of others)."""
+        from ragcost.cache.keys import digest
+
+        return digest(versions_of(self.ctx, pipeline_stages(self.ctx.path)))[:32]
+
     def run(self, batch: list[QueryState], usage: UsageRecord) -> list[QueryState]:
         h = self.handle
-        counts = {"exact": 0, "semantic": 0, "miss": 0, "verified": 0, "sampled": 0, "verified_wrong": 0, "alternates": 0,
-                  "verify_seconds": 0.0}
+        counts = {"exact": 0, "semantic": 0, "miss": 0, "refused": 0, "verified": 0, "sampled": 0, "verified_wrong": 0,
+                  "alternates": 0, "verify_seconds": 0.0}
         now = time.time()
-        safely(h, lambda b: h.refresh())
+        if not h.down or now - h.refreshed_at >= h.params.refresh_s:  # down: probe again at most every refresh_s
+            safely(h, lambda b: h.refresh(force=h.down))
         to_verify: list[tuple[QueryState, CacheEntry, float, bool]] = []
         if h.down:  # the backend is unreachable: the mirror cannot be confirmed, so every query misses
             counts["miss"] = len(batch)
@@ -208,8 +317,8 @@ class Cache(Stage):
         for s in batch:
             scope = h.scope_of(s)
             text = h.normalise(s.text)
-            s.notes["cache"] = {"scope": scope, "key": exact_key(scope, text), "text": text, "stage": self.name,
-                                "write_stages": getattr(self, "write_stages", [])}
+            s.notes["cache"] = {"scope": scope, "key": exact_key(scope, text), "text": text, "question": s.text,
+                                "stage": self.name, "write_stages": getattr(self, "write_stages", [])}
             cand = None
             if "exact" in h.params.tiers:
                 e = h.live(h.exact.get((scope, s.notes["cache"]["key"])), now)
@@ -222,8 +331,11 @@ class Cache(Stage):
                     cand = (e, sim)
             if cand is None and "semantic" in h.params.tiers:
                 cand = self._candidate(s, scope, now)
+            elif cand is not None and not self._same_question(s, cand[0]):
+                cand = None
             if cand is None:
                 counts["miss"] += 1
+                counts["refused"] += "refused" in s.notes["cache"]
                 continue
             entry, sim = cand
             s.notes["cache"]["candidate"] = {"entry": entry.id, "similarity": sim}
@@ -242,22 +354,49 @@ class Cache(Stage):
         return batch
 
     def _candidate(self, s: QueryState, scope: str, now: float) -> Optional[tuple[CacheEntry, float]]:
+        """The most similar cached question that is the same question (the meaning check), if any.
+
+        The nearest may be a near-miss of the query ("... not executed?"), so up to
+        ``verify_alternates`` more above ``min_similarity`` are tried; a refusal is noted with its family.
+        """
         h = self.handle
         if s.vector is None:
             return None
-        found = h.index.nearest(scope, s.vector)
-        if found is None:
-            return None
-        entry = h.live(found[0], now)
-        if entry is None:
-            h.index.discard(found[0])
-            return None
-        return entry, found[1]
+        for n, (entry_id, sim) in enumerate(h.index.ranked(scope, s.vector, h.params.verify_alternates + 1)):
+            if n and sim < h.params.min_similarity:
+                break
+            entry = h.live(entry_id, now)
+            if entry is None:
+                h.index.discard(entry_id)
+                continue
+            if n == 0 and sim < h.params.min_similarity:
+                return entry, sim  # below the floor: a miss either way, noted with its similarity
+            if self._same_question(s, entry):
+                return entry, sim
+        return None
+
+    def _same_question(self, s: QueryState, e: CacheEntry) -> bool:
+        """The meaning check: the words in which the two questions differ carry no meaning (notes say which did)."""
+        h = self.handle
+        vocab = getattr(h, "vocabulary", None)
+        if not h.params.meaning_check or vocab is None:
+            return True
+        from ragcost.cache.meaning import compare
+
+        stored = e.question if e.question is not None else e.text
+        asked = s.text if e.question is not None else h.normalise(s.text)
+        d = compare(stored, asked, vocab, h.params.max_differing_weight)
+        if d.same:
+            return True
+        s.notes["cache"].setdefault("refused", []).append({"entry": e.id, **d.to_json()})
+        return False
 
     def _verify(self, items: list[tuple[QueryState, CacheEntry, float, bool]], counts: dict[str, Any]) -> None:
         """Re-run retrieval for these candidates (one batched call); serve those whose basis holds."""
         h = self.handle
         fresh = [QueryState(text=s.text, id=s.id, k=s.k, filter=s.filter, vector=s.vector, tenant=s.tenant) for s, *_ in items]
+        for f, (s, *_) in zip(fresh, items):
+            f.full_vector = s.full_vector
         t0 = time.perf_counter()
         h.verifier.run(fresh, UsageRecord(stage="cache-verify", resource=self.resource, items=len(fresh)))
         counts["verify_seconds"] += time.perf_counter() - t0
@@ -298,7 +437,8 @@ class Cache(Stage):
             if sim < h.params.min_similarity:
                 break
             e = h.live(entry_id, now)
-            if e is not None and same_basis([x["doc_id"] for x in e.hits], e.citations, fresh_docs, h.params.min_overlap):
+            if e is not None and same_basis([x["doc_id"] for x in e.hits], e.citations, fresh_docs, h.params.min_overlap) \
+                    and self._same_question(s, e):
                 return e, sim
         return None
 
@@ -307,11 +447,15 @@ class Cache(Stage):
 
     def close(self) -> None:
         h = getattr(self, "handle", None)
-        if h is not None:
+        if h is not None and not h.down:
             safely(h, lambda b: h.flush())
 
     def _serve(self, s: QueryState, e: CacheEntry, tier: str, sim: float, verified: bool) -> None:
-        s.hits = [Hit(int(x.get("label", -1)), x["doc_id"], float(x.get("score", 0.0))) for x in e.hits]
+        s.hits = [Hit(int(x.get("label", -1)), x["doc_id"], float(x.get("score", 0.0)), title=x.get("title") or "",
+                      text=x.get("text") or "", chunk_no=int(x.get("chunk_no") or 0), metadata=dict(x.get("metadata") or {}))
+                  for x in e.hits]
+        if e.strategy is not None:
+            s.notes["strategy"] = e.strategy
         s.cache = {"tier": tier, "entry": e.id, "similarity": round(sim, 6), "verified": verified}
         s.finish(self.name, answer=e.answer, citations=e.citations)
         e.hit_count += 1
@@ -319,7 +463,11 @@ class Cache(Stage):
 
 
 def safely(handle: CacheHandle, op) -> Any:
-    """A backend call that may fail (a Redis restart): logged once as a warning, never an error."""
+    """A backend call that may fail (a Redis restart): one warning per outage, never an error.
+
+    While the backend is down, lookups miss and writes are skipped; the lookup stage probes it
+    again at most every ``refresh_s`` (without a new warning) and the cache resumes when it answers.
+    """
     try:
         out = op(handle.backend)
         handle.down = False
@@ -368,17 +516,25 @@ class CacheWrite(Stage):
                     h.observe(e.id, cand["similarity"], ok)
             entry = CacheEntry(scope=pending["scope"], key=pending["key"], text=pending["text"],
                                vector=None if s.vector is None else np.asarray(s.vector, np.float32),
-                               answer=s.answer, citations=list(s.citations),
-                               hits=[{"label": int(x.label), "doc_id": x.doc_id, "score": float(x.score)} for x in s.hits],
-                               created_at=now, expires_at=now + h.params.ttl_s, cost=_answer_cost(s), version=h.version)
+                               answer=s.answer, citations=list(s.citations), hits=[_stored_hit(x) for x in s.hits],
+                               created_at=now, expires_at=now + h.params.ttl_s, cost=_answer_cost(s), version=h.version,
+                               question=pending.get("question"), strategy=s.notes.get("strategy"))
+            if h.down:
+                continue  # the backend is unreachable: the lookup stage probes it again, not every write
             safely(h, lambda b: b.put(entry))
             if not h.down:
                 h.remember(entry)
                 written += 1
-        if written:
+        if written and not h.down:
             safely(h, lambda b: b.evict(h.params.max_bytes))
         usage.notes["cache_write"] = {"written": written}
         return batch
+
+
+def _stored_hit(x: Hit) -> dict[str, Any]:
+    """What a hit served from the cache must show: the same fields the fresh one had."""
+    return {"label": int(x.label), "doc_id": x.doc_id, "score": float(x.score), "title": x.title, "text": x.text,
+            "chunk_no": int(x.chunk_no or 0), "metadata": dict(x.metadata or {})}
 
 
 def _cosine(a: Optional[np.ndarray], b: Optional[np.ndarray]) -> Optional[float]:

@@ -17,13 +17,21 @@ def scheme_of(url: str) -> str:
         raise StoreError(f"store URL {url!r} is not a database URL; example: {EXAMPLE_URL}") from None
 
 
-def open_store(url: str, collection: str, fields: dict) -> DocumentStore:
-    """The store registered for ``url``'s scheme, opened (tables created or migrated)."""
+def open_store(url: str, collection: str, fields: dict, read_only: bool = False) -> DocumentStore:
+    """The store registered for ``url``'s scheme, opened (tables created or migrated; ``read_only``: neither,
+    where the store supports it)."""
     scheme = scheme_of(url)
     if scheme not in store_registry:
         raise StoreError(f"store URL {url!r}: no store for scheme {scheme!r}; installed: {store_registry.known()}; "
                          f"example: {EXAMPLE_URL}")
-    return store_registry.get(scheme)(url, collection, fields).open()
+    store = store_registry.get(scheme)(url, collection, fields)
+    return store.open(read_only=True) if read_only and _takes_read_only(store) else store.open()
+
+
+def _takes_read_only(store) -> bool:
+    import inspect
+
+    return "read_only" in inspect.signature(store.open).parameters
 
 
 __all__ = ["ChunkRecord", "DocumentRecord", "DocumentStore", "SQLStore", "content_hash", "open_store", "scheme_of",

@@ -48,12 +48,15 @@ MAX_LIST_CONDITIONS = 200  # conditions on list fields: each is a subquery (Duck
 
 
 def parse_filter(value: str | dict | None) -> dict | None:
-    """A filter dict from JSON text, a dict, or None/empty (no filter)."""
+    """A filter dict from JSON text or a dict; None is no filter. Blank text is refused, as JSON ``null``
+    and ``[]`` are: a filter that was meant but came out empty (an unset shell variable) must not
+    quietly search every tenant's documents."""
     if value is None:
         return None
     if isinstance(value, str):
         if not value.strip():
-            return None
+            raise FilterError(f"filter {value!r} is empty; give a JSON object, e.g. {EXAMPLE}, or leave the filter "
+                              "out to search every document")
         try:
             value = json.loads(value)
         except json.JSONDecodeError as e:

@@ -39,32 +39,52 @@ class SQLStore:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def open(self) -> "SQLStore":
-        """Connect, create missing tables, and add newly declared metadata columns."""
+    def open(self, read_only: bool = False) -> "SQLStore":
+        """Connect, create missing tables, and add newly declared metadata columns.
+
+        ``read_only``: connect only (DuckDB in its read-only mode), for a caller that reads
+        (``ragcost validate``); nothing is created or migrated.
+        """
         if self.engine is not None:
             return self
         try:
             url = sa.engine.make_url(self.url)
         except sa.exc.ArgumentError:
             raise StoreError(f"store URL {self.url!r} is not a SQLAlchemy URL; example: duckdb:///.ragcost/kb.duckdb") from None
-        if url.get_backend_name() == "duckdb" and url.database and url.database != ":memory:":
+        made: Optional[Path] = None  # the DuckDB file this open creates: removed again if the open fails
+        if url.get_backend_name() == "duckdb" and url.database and url.database != ":memory:" and not read_only:
             Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            made = None if Path(url.database).expanduser().exists() else Path(url.database).expanduser()
         try:
+            if read_only:
+                from ragcost.store.readonly import read_only_engine
+
+                self.engine = read_only_engine(self.url)
+                return self
             self.engine = sa.create_engine(url)
             with self.engine.begin() as conn:
                 self.tables.md.create_all(conn)
                 migrate(conn, self.tables, self.fields, self._where)
         except StoreError:
-            self.close()
+            self._abandon(made)
             raise
         except ImportError as e:
-            self.close()
+            self._abandon(made)
             raise StoreError(f"store {shown_url(self.url)} needs a driver that is not installed ({e.name}); "
                              "pip install 'ragcost[postgres]' for PostgreSQL") from e
         except sa.exc.SQLAlchemyError as e:
-            self.close()
+            self._abandon(made)
             raise database_error(e, self.url, "opening it") from e
         return self
+
+    def _abandon(self, made: Optional[Path]) -> None:
+        """Close after a failed open; a DuckDB file this open created (a full disk) goes too, with its WAL."""
+        self.close()
+        for p in ([made, made.with_name(made.name + ".wal")] if made is not None else []):
+            try:
+                p.unlink()
+            except OSError:
+                pass
 
     def close(self) -> None:
         if self.engine is not None:

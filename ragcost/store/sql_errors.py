@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import re
-from typing import Iterator
+from pathlib import Path
+from typing import Iterator, Optional
 
 import sqlalchemy as sa
 
@@ -40,8 +41,11 @@ def database_error(e: BaseException, url: str, doing: str) -> StoreError:
     orig = getattr(e, "orig", None) or e
     low = str(orig).lower()
     where = f"store {shown_url(url)}"
-    if any(m in low for m in LOCKED):
-        return StoreError(held_message(url))
+    if is_locked(orig):
+        return StoreError(held_message(url, orig))
+    disk = disk_problem(str(orig))
+    if disk is not None:
+        return StoreError(f"{where}: {doing} failed: {disk}")
     if "expression depth" in low or "stack depth limit" in low:
         return StoreError(f"{where}: {doing}: the filter is too large for the database; combine conditions with "
                           "$in, or split the query")
@@ -55,13 +59,75 @@ def database_error(e: BaseException, url: str, doing: str) -> StoreError:
     return StoreError(f"{where}: {doing} failed ({driver_line(e)}); rerun with --debug for the driver's full message")
 
 
-def held_message(url: str) -> str:
+def is_locked(e: BaseException) -> bool:
+    """A DuckDB file whose lock another process holds (DuckDB lets one process open a file for writing)."""
+    low = str(getattr(e, "orig", None) or e).lower()
+    return any(m in low for m in LOCKED)
+
+
+def held_message(url: str, e: Optional[BaseException] = None, what: str = "store") -> str:
+    """The one line for a store (or ledger, ``what``) file another process holds: who holds it, and the fix for that holder."""
     try:
         path = sa.engine.make_url(url).database or url
     except Exception:  # noqa: BLE001
         path = url
-    return (f"store {path} is held by another process (an index run): wait for it to finish, or use a "
-            "PostgreSQL store, which allows queries while indexing")  # DuckDB allows one writing process
+    pid, holder = lock_holder(str(getattr(e, "orig", None) or e or ""))
+    return f"{what} {path} is held by {describe(pid, holder)}: {_HINTS.get(holder, _HINTS[None])}"
+
+
+# What to do, by what holds the file. An eval or tune run holds its cache, always a DuckDB file of its
+# own that no PostgreSQL URL replaces: its hint is --cache-dir, never PostgreSQL.
+_HINTS = {
+    "serve": "stop that server first, or use a PostgreSQL store, which a server and other commands can share",
+    "eval": "wait for it to finish, or give this run its own cache with --cache-dir DIR",
+    "tune": "wait for it to finish, or give this run its own cache with --cache-dir DIR",
+    "index": "wait for it to finish, or use a PostgreSQL store, which allows queries while indexing",
+    "query": "wait for it to finish; DuckDB lets one process open a store file at a time",
+    None: "wait for it to finish or stop it; DuckDB lets one process open a store file at a time",
+}
+_COMMANDS = ("serve", "eval", "tune", "index", "query", "report", "cache", "validate", "plan")
+_PID = re.compile(r"\(PID (\d+)\)")
+
+
+def lock_holder(message: str) -> tuple[Optional[int], Optional[str]]:
+    """(PID, ragcost command) of the process DuckDB names in a lock error; None where it cannot be told.
+
+    DuckDB says "Conflicting lock is held in <executable> (PID n)"; the command comes from that
+    process's command line (Linux /proc), e.g. ``ragcost serve kb.yaml`` -> "serve".
+    """
+    m = _PID.search(message)
+    if not m:
+        return None, None
+    pid = int(m.group(1))
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8", "replace").split("\0")
+    except OSError:
+        return pid, None
+    for i, a in enumerate(argv):
+        if "ragcost" in Path(a).name or a.startswith("ragcost."):
+            for b in argv[i + 1:]:
+                if b in _COMMANDS:
+                    return pid, b
+                if not b.startswith("-"):
+                    break
+    return pid, None
+
+
+def describe(pid: Optional[int], holder: Optional[str]) -> str:
+    what = {"serve": "a `ragcost serve` server", "index": "an index run (`ragcost index`)"}.get(
+        holder or "", f"a `ragcost {holder}` run" if holder else "another process")
+    return f"{what} (PID {pid})" if pid is not None else what
+
+
+def disk_problem(text: str) -> Optional[str]:
+    """What to do when a write failed because the disk is full or read-only (from an OSError's or a driver's text)."""
+    from ragcost.atomic import disk_fix
+
+    low = text.lower()
+    for marker, errno_name in (("no space left", "ENOSPC"), ("disk quota", "EDQUOT"), ("read-only file system", "EROFS")):
+        if marker in low:
+            return disk_fix(errno_name)
+    return None
 
 
 @contextlib.contextmanager

@@ -51,11 +51,17 @@ class TestHits:
 
     def test_a_paraphrase_is_served_only_after_a_fresh_retrieval_agrees(self, fresh):
         ask(fresh)
-        para = ask(fresh, "How can I reset the password of my account?")
+        para = ask(fresh, "How can I reset my password?")
         cand = para.notes["cache"].get("candidate")
         assert cand is not None and cand["similarity"] > 0.8
         if para.cache is not None:  # thin evidence: every semantic hit is verified
             assert para.cache["tier"] == "semantic" and para.cache["verified"] is True
+
+    def test_a_rewording_that_adds_a_weighty_word_is_refused_before_any_check(self, fresh):
+        ask(fresh)
+        para = ask(fresh, "How can I reset the password of my account?")
+        assert para.cache is None and "candidate" not in para.notes["cache"]
+        assert para.notes["cache"]["refused"][0]["family"] == "content" and "account" in para.notes["cache"]["refused"][0]["words"]
 
     def test_a_different_question_is_a_miss(self, fresh):
         ask(fresh)

@@ -174,8 +174,14 @@ class TestParseFilter:
     def test_json_text_becomes_a_dict(self):
         assert parse_filter('{"year": {"$gte": 2023}}') == {"year": {"$gte": 2023}}
 
-    def test_empty_inputs_mean_no_filter(self):
-        assert parse_filter(None) is None and parse_filter("  ") is None and parse_filter({}) is None
+    def test_none_and_an_empty_object_mean_no_filter(self):
+        assert parse_filter(None) is None and parse_filter({}) is None
+
+    @pytest.mark.parametrize("text", ["", "  ", "\t\n"])
+    def test_blank_text_is_refused_like_null_and_a_list(self, text):
+        # issue 28: `--filter "$UNSET"` searched every tenant's documents while `null` and `[]` were refused
+        with pytest.raises(FilterError, match=r"filter '.*' is empty; give a JSON object"):
+            parse_filter(text)
 
     def test_malformed_json_names_the_position_and_shows_an_example(self):
         with pytest.raises(FilterError, match=r'filter is not valid JSON: Expecting .* at char 9; example: \{"year": \{"\$gte": 2023\}\}'):

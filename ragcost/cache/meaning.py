@@ -1,0 +1,287 @@
+"""Whether two questions mean the same: the words in which they differ must not carry meaning.
+
+A semantic cache candidate is a different question, however close its embedding, when the two
+texts differ in
+
+- **negation**: a different count of negating words (not, no, never, without, cannot, n't ...);
+- **numbers and versions**: a different multiset of numerals (``3.1`` vs ``3.10``, ``7 // 2`` vs ``7 // 3``);
+- **operators**: a different multiset of operator symbols (``/`` vs ``//``, ``<<`` vs ``>>``);
+- **identifiers and entities**: a different set of code names, code keywords or entity-like tokens
+  (``__getattr__`` vs ``__getattribute__``, ``list.append``, ``global`` vs ``nonlocal``, ``APOE4``, ``IL-6``);
+- **antonyms**: a word on one side whose opposite is on the other (a small lexicon, and opposite
+  prefixes over one stem: mutable/immutable, upregulate/downregulate, increase/decrease);
+- **order**: the content words both share, written in another order (A than B, B than A);
+- **content**: any other content words, weighted by their inverse document frequency in the
+  corpus (rare words carry meaning; ``work``, ``use``, ``python`` barely do). The sum over the
+  symmetric difference must stay within ``max_weight``.
+
+Each rule reads the two texts only; the weight reads the corpus's document frequencies
+(:class:`Vocabulary`, built once from the store's chunk texts). Nothing here embeds or calls a model.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+_CONTRACTION = re.compile(r"(\w)n['’]t\b", re.I)
+_CANNOT = re.compile(r"\bcannot\b", re.I)
+_TOKEN = re.compile(
+    r"(?P<num>(?<![\w.])[-+]?\d+(?:[.,]\d+)*%?)"                              # 3.10, 1,000, -1, 5%
+    r"|(?P<word>[A-Za-z_][\w]*(?:[-'][A-Za-z0-9]\w*)*(?:\.[A-Za-z_]\w*)*(?:\(\))?)"  # words, __x__, list.sort, f-string, x()
+    r"|(?P<op>\*\*=?|//=?|<<=?|>>=?|->|:=|[=!<>]=|[-+*/%@&|^~<>]=?|=)"         # operators (not ? . , ;)
+)
+
+NEGATIONS = frozenset("not no never none nothing nobody neither nor without cannot non unless except lack lacks lacking "
+                      "absent absence fail fails failed".split())
+NUMBER_WORDS = frozenset("zero one two three four five six seven eight nine ten eleven twelve twenty thirty forty fifty "
+                         "hundred thousand million billion half twice double triple single first second third fourth "
+                         "fifth tenth once".split())
+# Words that ask rather than say: a rewording changes them without changing the question.
+STOPWORDS = frozenset("""
+a an the of to in on at by for with about as from into onto over under than then and or but if so that this these those
+there here it its it's is are was were be been being am do does did doing done have has had having can could would should
+will shall may might must i me my mine we us our you your he she they them their what which who whom whose when where why
+how whether any some each every all both such very just also only really actually exactly please tell explain describe
+know want wanted like mean means meaning meant way ways thing things kind sort one ones get gets
+something anything case happen happens happening going say said let lets give whether
+""".split())
+# Opposites over one stem (a light stem: see _stem). Either side may carry either word.
+ANTONYMS = [
+    ("enable", "disable"), ("increase", "decrease"), ("increase", "reduce"), ("higher", "lower"), ("more", "less"),
+    ("more", "fewer"), ("greater", "smaller"), ("greater", "less"), ("better", "worse"), ("better", "poorer"),
+    ("positive", "negative"), ("true", "false"), ("first", "last"), ("before", "after"), ("start", "end"),
+    ("start", "stop"), ("open", "close"), ("read", "write"), ("get", "set"), ("add", "remove"), ("add", "delete"),
+    ("push", "pop"), ("inner", "outer"), ("public", "private"), ("local", "global"), ("explicit", "implicit"),
+    ("deep", "shallow"), ("upper", "lower"), ("left", "right"), ("major", "minor"), ("high", "low"), ("long", "short"),
+    ("early", "late"), ("promote", "inhibit"), ("promote", "suppress"), ("activate", "inhibit"), ("activate", "repress"),
+    ("gain", "loss"), ("benefit", "harm"), ("rise", "fall"), ("success", "failure"), ("accept", "reject"),
+    ("include", "exclude"), ("maximum", "minimum"), ("max", "min"), ("largest", "smallest"), ("fast", "slow"),
+    ("strong", "weak"), ("input", "output"), ("import", "export"), ("keyword", "positional"), ("sync", "async"),
+    ("same", "different"), ("always", "never"), ("all", "none"), ("static", "dynamic"), ("absolute", "relative"),
+    ("binary", "unary"), ("compound", "simple"), ("lazy", "eager"), ("strict", "lenient"), ("raise", "lower"),
+    ("enter", "exit"), ("begin", "end"), ("lead", "trail"), ("leading", "trailing"), ("prefix", "suffix"),
+    ("encode", "decode"), ("serialize", "deserialize"), ("acquire", "release"), ("lock", "unlock"),
+    ("upregulate", "downregulate"), ("overexpression", "underexpression"), ("agonist", "antagonist"),
+    ("benign", "malignant"), ("acute", "chronic"), ("male", "female"), ("adult", "child"), ("old", "young"),
+    ("older", "younger"), ("increased", "decreased"), ("elevated", "reduced"), ("improve", "worsen"),
+    ("protect", "damage"), ("presence", "absence"), ("sufficient", "insufficient"), ("necessary", "unnecessary"),
+]
+# Opposite prefixes over one stem: im-mutable, un-bound, up/down-regulate, hyper/hypo-, over/under-.
+NEGATING_PREFIXES = ("un", "in", "im", "il", "ir", "dis", "non", "non-", "a", "de", "anti", "counter")
+PAIRED_PREFIXES = [("up", "down"), ("over", "under"), ("pre", "post"), ("hyper", "hypo"), ("in", "de"),
+                   ("inter", "intra"), ("max", "min"), ("upper", "lower"), ("en", "dis"), ("inc", "dec"), ("pro", "anti")]
+_SUFFIXES = ("ations", "ation", "ingly", "ings", "ing", "edly", "ed", "es", "s", "ly")
+
+
+def _stem(word: str) -> str:
+    """A light, shared stem: case folded, British -ise spelt -ize, one inflectional suffix dropped."""
+    w = word.casefold()
+    if len(w) <= 3 or not w.isalpha():
+        return w
+    w = re.sub(r"is(e|ed|es|ing|ation|ations)$", r"iz\1", w)
+    for suf in _SUFFIXES:
+        if w.endswith(suf) and len(w) - len(suf) >= 3 and not (suf == "s" and w.endswith("ss")):
+            w = w[: -len(suf)]
+            break
+    return w[:-1] if w.endswith("e") and len(w) > 4 else w
+
+
+# Code keywords that are no English function word (global, nonlocal, lambda, yield, ...): names, not prose.
+CODE_KEYWORDS = frozenset(k.casefold() for k in __import__("keyword").kwlist) - STOPWORDS - NEGATIONS - {"true", "false"}
+_ANTONYM_STEMS = {frozenset((_stem(a), _stem(b))) for a, b in ANTONYMS}
+_STOP_STEMS = frozenset(_stem(w) for w in STOPWORDS) | STOPWORDS
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A question's tokens by kind: what each rule compares."""
+
+    negations: int
+    numbers: Counter
+    operators: Counter
+    identifiers: frozenset
+    words: Counter  # stems of the content words (not stopwords, numbers, operators or identifiers)
+    raw: dict  # stem -> the word as written (case folded): what a typo is judged on
+    order: tuple  # the content stems in the order they are written (first occurrence)
+
+
+def _identifier_like(tok: str) -> bool:
+    """Code names and entity-like tokens: __x__, a.b, f(), snake_case, camelCase, ALDH1, AMPK, IL-6, iPSC."""
+    if "_" in tok or "." in tok or tok.endswith("()"):
+        return True
+    body = tok.replace("-", "").replace("'", "")
+    upper = sum(ch.isupper() for ch in body)
+    digit = any(ch.isdigit() for ch in body)
+    if digit and any(ch.isalpha() for ch in body):
+        return True
+    if upper >= 2:
+        return True  # AMPK, PrP, iPSC, vCJD (a capital inside a word, or two)
+    return upper == 1 and not body[0].isupper()  # camelCase, mRNA-like
+
+
+def _shouted(text: str) -> bool:
+    letters = [ch for ch in text if ch.isalpha()]
+    return len(letters) >= 8 and sum(ch.isupper() for ch in letters) > 0.8 * len(letters)
+
+
+# "the in operator", "the for statement", "an else clause": the word before the kind is a name.
+_NAMED = re.compile(r"\b(?:the|a|an)\s+([a-z]+)\s+(?:stat\w*|cla\w*|loop\w*|oper\w*|keyw\w*|expr\w*)\b", re.I)  # statemnt too
+PY_KEYWORDS = frozenset(k.casefold() for k in __import__("keyword").kwlist)
+
+
+def parse(text: str) -> Parsed:
+    if _shouted(text):  # WHAT IS A LAMBDA? is not a sentence of acronyms
+        text = text.casefold()
+    text = _CANNOT.sub("can not", _CONTRACTION.sub(r"\1 not", text))
+    named = {m.group(1).casefold() for m in _NAMED.finditer(text)}
+    neg = 0
+    numbers: Counter = Counter()
+    ops: Counter = Counter()
+    idents: set[str] = set()
+    words: Counter = Counter()
+    raw: dict[str, str] = {}
+    order: list[str] = []
+    prev: Optional[str] = None  # the previous word, for keyword pairs (yield from, async for, is not)
+    for m in _TOKEN.finditer(text):
+        if m.group("num") is not None:
+            numbers[m.group("num").replace(",", "")] += 1
+            continue
+        if m.group("op") is not None:
+            ops[m.group("op")] += 1
+            continue
+        tok = re.sub(r"['’]s$", "", m.group("word"))  # an object's identity: the object's word
+        low = tok.casefold()
+        pair, prev = (prev, low), low
+        if pair[0] in CODE_KEYWORDS and low in PY_KEYWORDS:
+            idents.add(f"{pair[0]} {low}")
+        if low in named and low in PY_KEYWORDS:
+            idents.add(low)  # the if statement, the in operator: a name, though an English word too
+            continue
+        if low in NEGATIONS:
+            neg += 1
+            continue
+        if low in NUMBER_WORDS:
+            numbers[low] += 1
+            continue
+        if _identifier_like(tok) or low in CODE_KEYWORDS:
+            idents.add(low)
+            continue
+        if low in STOPWORDS:
+            continue
+        stem = _stem(tok)
+        if stem not in _STOP_STEMS:
+            words[stem] += 1
+            raw.setdefault(stem, low)
+            if stem not in order:
+                order.append(stem)
+    return Parsed(neg, numbers, ops, frozenset(idents), words, raw, tuple(order))
+
+
+def _opposite(a: str, b: str) -> bool:
+    if frozenset((a, b)) in _ANTONYM_STEMS:
+        return True
+    if "-" in a or "-" in b:  # high-sensitivity / low-sensitivity
+        pa, pb = a.split("-"), b.split("-")
+        return any(_opposite(x, y) for x in pa for y in pb if x != y)
+    short, long_ = sorted((a, b), key=len)
+    if len(short) >= 4 and any(long_ == p + short for p in NEGATING_PREFIXES):
+        return True
+    for p, q in PAIRED_PREFIXES:
+        for x, y in ((a, b), (b, a)):
+            if x.startswith(p) and y.startswith(q) and len(x) - len(p) >= 4 and x[len(p):] == y[len(q):]:
+                return True
+    return False
+
+
+class Vocabulary:
+    """Document frequencies of content-word stems in a corpus: what a differing word weighs (its IDF)."""
+
+    def __init__(self, docs: int, df: dict[str, int]) -> None:
+        self.docs, self.df = docs, df
+        self._top = math.log(1 + docs)
+
+    @classmethod
+    def build(cls, texts: Iterable[str]) -> "Vocabulary":
+        df: Counter = Counter()
+        n = 0
+        for t in texts:
+            n += 1
+            p = parse(t or "")
+            df.update(set(p.words) | p.identifiers)
+        return cls(n, dict(df))
+
+    def idf(self, stem: str) -> float:
+        """log(1 + N / df), 0..log(1 + N); an unseen word weighs the most."""
+        d = self.df.get(stem, 0)
+        return math.log(1 + self.docs / d) if d else self._top
+
+    def to_json(self) -> dict:
+        return {"docs": self.docs, "df": self.df}
+
+    @classmethod
+    def from_json(cls, raw: dict) -> "Vocabulary":
+        return cls(int(raw["docs"]), {str(k): int(v) for k, v in raw["df"].items()})
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Why two questions are different questions (``family`` None: the same, as far as the rules can tell)."""
+
+    family: Optional[str]
+    words: tuple[str, ...]
+    weight: float  # IDF-weighted content words that differ
+
+    @property
+    def same(self) -> bool:
+        return self.family is None
+
+    def to_json(self) -> dict:
+        return {"family": self.family, "words": list(self.words), "weight": round(self.weight, 4)}
+
+
+def _dropped_one(long_: str, short: str) -> bool:
+    """``short`` is ``long_`` with one inner letter dropped (a first letter dropped may be a prefix: a-synchronous)."""
+    return len(long_) == len(short) + 1 and any(long_[:i] + long_[i + 1:] == short for i in range(1, len(long_)))
+
+
+def _untypo(pa: Parsed, pb: Parsed, only_a: set, only_b: set) -> tuple[set, set]:
+    """Forgive a typo: a long word on one side that is a word of the other with one letter dropped
+    (never a substituted letter: affect/effect, form/from are different words)."""
+    same = set()
+    for x in only_a:
+        for y in only_b:
+            rx, ry = pa.raw.get(x, x), pb.raw.get(y, y)
+            if min(len(rx), len(ry)) >= 6 and (_dropped_one(rx, ry) or _dropped_one(ry, rx)):
+                same.add((x, y))
+    return only_a - {x for x, _ in same}, only_b - {y for _, y in same}
+
+
+def compare(a: str, b: str, vocab: Optional[Vocabulary], max_weight: float) -> Difference:
+    """The first rule the two questions differ by, or ``family=None`` when they may share an answer."""
+    pa, pb = parse(a), parse(b)
+    only_a, only_b = set(pa.words - pb.words), set(pb.words - pa.words)
+    if pa.negations != pb.negations:
+        return Difference("negation", (), 0.0)
+    if pa.numbers != pb.numbers:
+        return Difference("number", tuple(sorted(set(pa.numbers) ^ set(pb.numbers))), 0.0)
+    if pa.operators != pb.operators:
+        return Difference("operator", tuple(sorted(set(pa.operators) ^ set(pb.operators))), 0.0)
+    if pa.identifiers != pb.identifiers:
+        return Difference("identifier", tuple(sorted(pa.identifiers ^ pb.identifiers)), 0.0)
+    for x in only_a:
+        for y in only_b:
+            if _opposite(x, y):
+                return Difference("antonym", (x, y), 0.0)
+    shared = set(pa.words) & set(pb.words)
+    if [w for w in pa.order if w in shared] != [w for w in pb.order if w in shared]:
+        return Difference("order", tuple(w for w in pa.order if w in shared), 0.0)  # arterioles > venules, venules > arterioles
+    only_a, only_b = _untypo(pa, pb, only_a, only_b)
+    differ = only_a | only_b
+    weight = sum(vocab.idf(w) if vocab else 1.0 for w in differ)
+    if weight > max_weight:
+        return Difference("content", tuple(sorted(differ)), weight)
+    return Difference(None, tuple(sorted(differ)), weight)

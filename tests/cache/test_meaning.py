@@ -1,0 +1,113 @@
+"""The meaning check: a near-miss is a different question, a rewording is not; and the labelled workload itself."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from ragcost.cache.meaning import Vocabulary, compare, parse
+from ragcost.stages.cache import MAX_DIFFERING_WEIGHT
+
+FIVE = ("negation", "number", "operator", "identifier", "antonym")
+
+
+def refused(a: str, b: str, vocab=None, weight=MAX_DIFFERING_WEIGHT) -> str | None:
+    return compare(a, b, vocab, weight).family
+
+
+class TestTheIssuesNearMisses:
+    @pytest.mark.parametrize("a, b, family", [
+        ("When is the finally clause executed?", "When is the finally clause not executed?", "negation"),
+        ("Which objects are hashable?", "Which objects are not hashable?", "negation"),
+        ("What happens if an exception is raised inside __exit__?", "What happens if no exception is raised inside __exit__?", "negation"),
+        ("What was added to the with statement in Python 3.10?", "What was added to the with statement in Python 3.1?", "number"),
+        ("What does 7 // 2 evaluate to?", "What does 7 / 2 evaluate to?", "operator"),
+        ("How does __getattr__ work?", "How does __getattribute__ work?", "identifier"),
+        ("When is __exit__ called?", "When is __enter__ called?", "identifier"),
+        ("What does the global statement do?", "What does the nonlocal statement do?", "identifier"),
+        ("Which types are mutable?", "Which types are immutable?", "antonym"),
+        ("How do I enable the debugger?", "How do I disable the debugger?", "antonym"),
+        ("APOE4 expression increases tau phosphorylation.", "APOE3 expression increases tau phosphorylation.", "identifier"),
+        ("ALDH1 expression is associated with better outcomes.", "ALDH1 expression is associated with poorer outcomes.", "antonym"),
+        ("Low nucleosome occupancy correlates with low methylation.", "High nucleosome occupancy correlates with low methylation.", "antonym"),
+        ("AMPK activation upregulates fibrosis.", "AMPK activation downregulates fibrosis.", "antonym"),
+    ])
+    def test_each_is_refused_with_its_family(self, a, b, family):
+        assert refused(a, b) == family
+        assert refused(b, a) == family  # symmetric
+
+    def test_a_contraction_is_a_negation(self):
+        assert refused("Can a lambda contain statements?", "Why can't a lambda contain statements?") == "negation"
+
+
+class TestRewordingsPass:
+    @pytest.mark.parametrize("a, b", [
+        ("What is a lambda expression?", "Could you tell me what a lambda expression is?"),
+        ("How does the while statement work?", "Can you explain how the while statement works?"),
+        ("What does __new__ do?", "Explain what __new__ does."),
+        ("How do I define a class?", "How can I define a class?"),
+        ("What is a floating point literal?", "What is a floting point literal?"),  # a typo: one letter dropped
+        ("WHAT IS A FLOATING POINT LITERAL?", "What is a floating point literal?"),  # shouting is not an acronym
+        ("Rapamycin decreases triacylglycerols in flies.", "Is it the case that rapamycin decreases triacylglycerols in flies?"),
+        ("What are an object's identity, type and value?", "Tell me what an object's identity, type and value are."),
+    ])
+    def test_only_words_that_ask_differ(self, a, b):
+        d = compare(a, b, None, 0.0)
+        assert d.same, d
+
+    def test_a_weighty_extra_word_is_refused_and_a_common_one_is_not(self):
+        vocab = Vocabulary.build(["the attribute of a function", "a function works", "functions work here",
+                                  "how a function works", "work on functions"])
+        assert vocab.idf("function") < vocab.idf("attribut")
+        a, b = "What does del do?", "What does del do for an attribute?"
+        assert compare(a, b, vocab, MAX_DIFFERING_WEIGHT).family == "content"
+        assert compare(a, b, vocab, 100.0).same
+
+    def test_parse_keeps_code_names_numbers_and_operators_apart(self):
+        p = parse("Does x // 2 call __floordiv__ in Python 3.12?")
+        assert p.operators == Counter({"//": 1}) and p.numbers == Counter({"2": 1, "3.12": 1})
+        assert "__floordiv__" in p.identifiers and "python" in p.words
+
+
+@pytest.fixture(scope="module")
+def labelled():
+    from bench.cache_labels import OUT
+
+    return [json.loads(line) for line in OUT.read_text().splitlines() if line.strip()]
+
+
+class TestTheLabelledWorkload:
+    def test_it_is_what_the_rules_write(self, labelled):
+        from bench.cache_labels import SCIFACT, rows
+
+        if not SCIFACT.exists():
+            pytest.skip(f"{SCIFACT} is not here (the shared data folder)")
+        assert rows() == labelled, "bench/data/cache_labelled.jsonl is stale: run python -m bench.cache_labels"
+
+    def test_it_holds_enough_pairs_of_each_family_on_two_corpora(self, labelled):
+        near = [r for r in labelled if r["class"] == "near-miss" and r["family"] in FIVE]
+        para = [r for r in labelled if r["class"] == "paraphrase"]
+        fam = Counter(r["family"] for r in near)
+        assert len(near) >= 150 and len(para) >= 150 and all(fam[f] >= 5 for f in FIVE), fam
+        assert {r["corpus"] for r in near} == {"quickstart", "scifact"} == {r["corpus"] for r in para}
+        assert all(Counter(r["family"] for r in near if r["corpus"] == "quickstart")[f] >= 5 for f in FIVE)
+
+    def test_every_variant_comes_after_its_question_and_each_split_has_both_kinds(self, labelled):
+        seen, groups = set(), {}
+        for r in labelled:
+            assert r["after"] is None or r["after"] in seen
+            seen.add(r["id"])
+            groups.setdefault(r["text"] + "\0" + r["tenant"], set()).add(r["group"])
+        assert all(len(g) == 1 for g in groups.values()), "one text, one meaning"
+        for split in ("calibration", "holdout"):
+            assert Counter(r["class"] for r in labelled if r["split"] == split).keys() >= {"paraphrase", "near-miss", "novel"}
+
+    def test_each_near_miss_of_the_five_families_is_refused_by_a_rule_alone(self, labelled):
+        """No corpus weight needed: every pair is a rule's (the replay, bench.cache, checks it at the defaults)."""
+        by = {r["id"]: r for r in labelled}
+        missed = [(by[r["after"]]["text"], r["text"]) for r in labelled
+                  if r["class"] == "near-miss" and r["family"] in FIVE
+                  and refused(by[r["after"]]["text"], r["text"], None, float("inf")) is None]
+        assert not missed
