@@ -1,6 +1,8 @@
 """Open-loop load against `ragcost serve` on 127.0.0.1: throughput, latency, TTFT, 429s, $ per request.
 
     python -m bench.serve [--rates 10,20,40,80,160,320] [--tuned-ms 10] [--max-requests 600] [--max-seconds 10]
+    python -m bench.serve --overload [--seconds 60] [--factor 2] [--deadline 10]   (bench/serve_overload.py)
+    python -m bench.serve --hold [--requests 40]   (bench/serve_hold.py: TTFT cost of a held stream)
 
 Arrivals are Poisson at each offered rate (requests are sent on schedule whether or not earlier ones
 have finished: open loop). Each run is bounded in requests and seconds. Every request is a streamed
@@ -243,6 +245,14 @@ def svg_plot(series: dict[str, list[dict]], path: Path) -> None:
 
 
 def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
+    if "--overload" in (sys.argv[1:] if argv is None else argv):  # admission by deadline at 2x saturation
+        from bench.serve_overload import main as overload
+
+        return overload(argv)
+    if "--hold" in (sys.argv[1:] if argv is None else argv):  # TTFT cost of holding a stream for a blocking guard
+        from bench.serve_hold import main as hold
+
+        return hold(argv)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rates", default="10,20,40,80,160,320", help="offered loads, requests/s, ascending")
     ap.add_argument("--tuned-ms", type=float, default=10.0, help="the tuned serve.batch_window_ms")

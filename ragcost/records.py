@@ -167,6 +167,9 @@ class QueryState:
         self.k = k
         self.filter = filter
         self.tenant = tenant
+        # Generation options of this request (OpenAI's names: stop, max_tokens, temperature, seed ...),
+        # set by ragcost serve from the client's request; the generate stage applies them.
+        self.options: dict[str, Any] = {}
         self.vector = vector
         self.full_vector: Optional[np.ndarray] = None
         self._hits: list[Hit] = [] if hits is None else hits

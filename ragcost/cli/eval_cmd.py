@@ -169,7 +169,9 @@ def eval_(
     compare: Optional[tuple[str, str]] = typer.Option(None, "--compare", help="show what changed between two recorded eval runs (ids, id prefixes, 'previous', 'last'), paired over queries; RUN:CONFIG RUN:CONFIG compares two configurations"),
     max_queries: Optional[int] = typer.Option(None, "--max-queries", callback=in_range(1, 10**9, "the number of judged queries to evaluate"), help="evaluate only the first N judged queries (N >= 1)"),
     cache_dir: Path = typer.Option(Path(".ragcost/eval"), "--cache-dir", help="where corpus and query vectors are cached"),
-    write: bool = typer.Option(False, "--write", help="store the recommended configuration's calibrated useful threshold in the pipeline YAML (useful: {judge: score, threshold: X})"),
+    write: bool = typer.Option(False, "--write", help="store the expected-useful judge (P(relevant) fit on the qrels) beside the pipeline as <pipeline>.calibration.json, and the recommended configuration's calibrated useful threshold in the pipeline YAML (useful: {judge: score, threshold: X}; left alone under judge: calibrated)"),
+    half: Optional[str] = typer.Option(None, "--half", help="evaluate only a seeded half of the judged queries: fit or test (fit a judge on one half, check it on the other)"),
+    half_seed: int = typer.Option(0, "--half-seed", help="the seed of --half's split"),
     as_json: bool = typer.Option(False, "--json", help="print the run as JSON on stdout (every figure with its 95% interval, ci) instead of the tables"),
     ablate: bool = typer.Option(False, "--ablate", help="run the pipeline with each optional stage (rerank, hybrid, guard, cache, route) removed: what each buys, with its interval, and at what price"),
     ray: Optional[str] = typer.Option(None, "--ray", metavar="ADDRESS", help="embed the corpus on the Ray cluster at ADDRESS (host:port as `ray start --head` prints it, or auto) instead of the pipeline's executor"),
@@ -203,13 +205,15 @@ def eval_(
         check_editable(ls.pipeline_path)
     err = Console(stderr=True, soft_wrap=True)
     cb, bar = _progress_runner(err)
+    if half is not None and half not in ("fit", "test"):
+        raise ConfigError(f"--half {half!r}: give fit or test (the two seeded halves of the judged queries)")
     with bar:
         if ablate:
             from ragcost.evaluate.ablate import run_ablation
 
             run = run_ablation(ls, cache_dir, progress=cb)
         else:
-            run = run_eval(ls, cache_dir, progress=cb, ray_address=ray)
+            run = run_eval(ls, cache_dir, progress=cb, ray_address=ray, half=(half, half_seed) if half else None)
     _print_warnings(err, run)
     if as_json:
         from ragcost.evaluate.run import results_json
@@ -232,7 +236,16 @@ def eval_(
             writer(run, path)
             out.print(f"wrote {_m(path)}", highlight=False)
     if write and rec:
-        _write_threshold(out, ls, run, rec)
+        from ragcost.runtime.load import load_pipeline
+
+        if load_pipeline(ls.pipeline_path, judge=False).config.useful.judge == "calibrated":
+            _write_calibration(out, ls, run, rec)
+        else:  # the threshold is what this pipeline judges by; the calibration comes along where it can
+            try:
+                _write_calibration(out, ls, run, rec)
+            except ConfigError as e:
+                out.print(f"note: {_m(str(e))}", highlight=False)
+            _write_threshold(out, ls, run, rec)
     if failed is not None:
         raise StoreError(f"results not recorded: {failed}; the files above were written; rerun with --ledger URL or --no-ledger")
     out.print(f"done in {run.wall_seconds:.0f}s", highlight=False)
@@ -273,7 +286,50 @@ def _print_results(out: Any, run: Any) -> Any:
         _print_versus(out, run, rec)
         out.print(stage_table(rec))
         out.print(f"useful threshold for {_m(rec.name)}: {_m(calibration_line(rec))}", highlight=False)
+        from ragcost.evaluate.calibrate import Calibration as Threshold
+
+        warn = Threshold(**rec.calibration).warning() if rec.calibration else None
+        if warn:
+            out.print(f"[yellow]warning:[/] {_m(warn)}", highlight=False)
+        from ragcost.evaluate.expected import quality_lines
+
+        for line in quality_lines(rec.expected):
+            out.print(_m(line), highlight=False)
     return rec
+
+
+def _write_calibration(out: Any, ls: Any, run: Any, rec: Any) -> None:
+    """Store the expected-useful judge of the configuration the pipeline runs (the recommended one when it matches)."""
+    from ragcost.cost.calibration import Calibration, Model, calibration_path, save
+    from ragcost.runtime.judge import pipeline_fingerprint
+    from ragcost.runtime.pipeline import Pipeline
+
+    pipe = Pipeline.load(ls.pipeline_path, judge=False)
+    try:
+        want = pipeline_fingerprint(pipe)
+    finally:
+        pipe.close()
+    import json
+
+    same = lambda r: json.dumps((r.expected or {}).get("fingerprint"), sort_keys=True, default=str) == json.dumps(want, sort_keys=True, default=str)  # noqa: E731
+    match = next((r for r in [rec, *run.ok()] if r is not None and same(r)), None)
+    if match is None:
+        raise ConfigError(f"--write: no measured configuration is the one {ls.pipeline_path} runs (index "
+                          f"{want['index']['backend']}/{want['index']['kind']} {want['index']['search'] or ''}, d{want['dim']} "
+                          f"{want['precision']}, k {want['k']}); add it to the grid of {ls.path} and run again; no calibration written")
+    fit = match.expected or {}
+    if "error" in fit:
+        raise ConfigError(f"--write: {match.name}: expected-useful judge not fit: {fit['error']}; no calibration written")
+    m = fit["model"]
+    cal = Calibration(Model(m["kind"], list(m["features"]), x=m.get("x", []), y=m.get("y", []), coef=m.get("coef", []),
+                            intercept=m.get("intercept", 0.0), mean=m.get("mean", []), scale=m.get("scale", [])),
+                      fit["fingerprint"], fit["dataset"], fit["judged"], fit["relevant"], fit["quality"],
+                      f"ragcost eval {ls.path} --write")
+    path = calibration_path(ls.pipeline_path, pipe.config.useful.calibration)
+    save(cal, path)
+    q = fit["quality"]
+    out.print(f"wrote the expected-useful judge of {_m(match.name)} ({_m(fit['label'])}, held-out ECE {q['ece']:.4f}, "
+              f"predicted/actual {q['ratio']:.3f}) to {_m(str(path))}; use it with useful: {{judge: calibrated}}", highlight=False)
 
 
 def _print_ablation(out: Any, run: Any) -> None:

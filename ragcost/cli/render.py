@@ -64,9 +64,9 @@ def print_results(run: QueryRun, show_hits: bool = True, streamed: bool = False)
     usd = money_column([s.cost_usd for s in stats] + [run.storage_usd, run.total_usd])
     per = money_column([s.usd_per_useful for s in stats] + [run.storage_usd_per_useful, run.usd_per_useful], missing=NO_USEFUL)
     cells = [[plain(s.stage), plain(s.resource), str(s.calls), str(s.items), _ms(s.pct_ms(50)), _ms(s.pct_ms(95)),
-              usd[i], str(s.useful), per[i]] for i, s in enumerate(stats)]
-    cells.append(["index storage", "storage", "-", str(len(run.states)), "-", "-", usd[-2], str(n_useful), per[-2]])
-    cells.append(["total", "", "", "", "", "", usd[-1], str(n_useful), per[-1]])
+              usd[i], _n(s.useful), per[i]] for i, s in enumerate(stats)]
+    cells.append(["index storage", "storage", "-", str(len(run.states)), "-", "-", usd[-2], _n(n_useful), per[-2]])
+    cells.append(["total", "", "", "", "", "", usd[-1], _n(n_useful), per[-1]])
     headers = ["stage", "resource", "calls", "items", "p50 ms", "p95 ms", "$", "useful", "$/useful"]
     if len(run.states) == 1:  # one query: every call served one item, so the column says nothing
         headers.pop(3)
@@ -83,8 +83,14 @@ def print_results(run: QueryRun, show_hits: bool = True, streamed: bool = False)
     console.print(f"$ per useful document {_per_useful(run.usd_per_useful)}  ·  {plain(_judge_line(run))}", highlight=False)
 
 
+def _n(x: float) -> str:
+    """A useful count: whole for counting judges, three decimals for the expected-useful judge's sums."""
+    return str(int(x)) if float(x).is_integer() else f"{x:.3f}"
+
+
 def _judge_line(run: QueryRun) -> str:
-    return f"{run.useful_total} useful by judge {run.judge}" if run.judge else f"{run.useful_total} useful"
+    what = "expected useful" if run.judge.startswith("calibrated") else "useful"
+    return f"{_n(run.useful_total)} {what} by judge {run.judge}" if run.judge else f"{_n(run.useful_total)} useful"
 
 
 def _print_answer(console, s, streamed: bool) -> None:
@@ -119,6 +125,8 @@ def results_json(run: QueryRun) -> dict[str, Any]:
                 "citations": s.citations,
                 "error": s.error,
                 "useful": n_useful,
+                "useful_judge": run.judge,
+                "abstained": bool((s.notes.get("generation") or {}).get("abstained")) if isinstance(s.notes.get("generation"), dict) else False,
                 "hits": [{"doc_id": h.doc_id, "title": h.title, "score": h.score, "chunk_no": h.chunk_no, "text": h.text, "metadata": h.metadata} for h in s.hits],
             }
             for s, n_useful in zip(run.states, run.useful or [0] * len(run.states))

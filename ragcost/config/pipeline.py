@@ -89,12 +89,21 @@ class EmbedConfig(Strict):
 class UsefulConfig(Strict):
     """How `ragcost query` decides a retrieved document was useful (evaluation uses qrels instead)."""
 
-    judge: Literal["score", "cited"] = Field("score", description="score: final score >= threshold; cited: cited by the answer")
+    judge: Literal["score", "cited", "calibrated"] = Field(
+        "score", description="score: final score >= threshold; cited: cited by the answer (and, where a grounded check ran, "
+        "supported); calibrated: the expected number of relevant documents, the sum of each final document's "
+        "P(relevant) from the calibration `ragcost eval --write` fits on qrels")
+    calibration: Optional[str] = Field(None, description="judge: calibrated: the calibration file, relative to the pipeline; "
+                                       "default <pipeline name>.calibration.json beside it")
     threshold: float = Field(0.5, allow_inf_nan=False, description="for judge: score: the last scoring stage's score "
                              "(cosine for retrieve and rescore, RRF for hybrid, the cross-encoder's); checked at load "
                              "against that stage's scale; `ragcost eval` calibrates it from relevance judgments")
     precision: float = Field(0.5, gt=0, le=1, description="what `ragcost eval` calibrates the threshold for: the share of "
                              "retrieved documents above it that the qrels judge relevant")
+    objective: Literal["precision", "f1"] = Field("precision", description="what `ragcost eval` fits the threshold for: "
+                                                  "precision (at least useful.precision) or f1 (the best F1)")
+    min_recall: Optional[float] = Field(None, gt=0, le=1, description="objective: precision with a recall floor: the "
+                                        "most precise threshold that keeps at least this share of the relevant documents")
 
 
 class TracingConfig(Strict):
@@ -114,8 +123,16 @@ class ServeConfig(Strict):
     max_body_bytes: int = Field(65_536, ge=256, description="larger request bodies get 413")
     keys: Optional[str] = Field(None, description="where API keys live: file:PATH (JSON, relative to the pipeline) or env:VAR; "
                                 "maps each key to {tenant, filter}; never the keys themselves. None: no auth (loopback use)")
+    keys_reload_s: float = Field(2.0, gt=0, le=3600, description="a keys file is read again this often when it changed (and on SIGHUP): revoked keys stop working")
+    metrics_key: Optional[str] = Field(None, description="/metrics needs Authorization: Bearer TOKEN, the token read from file:PATH or env:VAR; None: open")
+    refusal: str = Field("I can't help with that request.", min_length=1, description="the answer sent for a query a guard blocked (finish_reason content_filter)")
+    header_timeout_s: float = Field(10.0, gt=0, le=600, description="a client must send its request line and headers within this, else the connection is closed")
+    body_timeout_s: float = Field(10.0, gt=0, le=600, description="a client must send its whole body within this, else 408")
+    drain_s: float = Field(30.0, gt=0, le=3600, description="on SIGTERM, requests in flight get this long to finish before the server exits")
+    admission: Literal["deadline", "queue"] = Field("deadline", description="deadline: admit a request only when the measured service rate says it can finish "
+                                                    "before deadline_s (else 429 with Retry-After from the drain rate); queue: only max_queue bounds the wait")
 
-    @field_validator("keys")
+    @field_validator("keys", "metrics_key")
     @classmethod
     def _keys(cls, v: Optional[str]) -> Optional[str]:
         if v is not None and not re.fullmatch(r"(file|env):.+", v):

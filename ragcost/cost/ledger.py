@@ -13,7 +13,8 @@ Schema
     query_id (pk), run_id, at, text, ok (the request succeeded), useful (useful documents
     delivered), cost_usd (sum of its stage rows), retrieved (documents in the final context), error,
     outcome (continued | branched | finished | blocked | failed), outcome_stage, route, tenant
-    (the API key's tenant under ``ragcost serve``), route_path (every target in order,
+    (the API key's tenant under ``ragcost serve``), useful_expected (the judge's count, a float for the
+    expected-useful judge), useful_judge (which judge), route_path (every target in order,
     ``small>large`` after an escalation), route_score and route_reason (the router's decision).
 ``rc_ledger_stage_calls``: one per (query, stage call).
     id (pk), query_id, run_id, call_id (the rows of one batch call share it), seq (stage order
@@ -74,10 +75,15 @@ queries = sa.Table(
     sa.Column("route", sa.String(100)),
     sa.Column("cache", sa.Text),  # a cache hit, as JSON: {"tier": exact|semantic, "entry": id, "similarity": x}
     sa.Column("tenant", sa.String(200)),  # the API key's tenant when served (ragcost serve); NULL otherwise
+    sa.Column("user_label", sa.String(200)),  # the caller's label (an OpenAI request's user); NULL otherwise
     # A route stage's decision (additive: older rows read NULL).
     sa.Column("route_path", sa.String(200)),  # targets in order: small, or small>large after an escalation
     sa.Column("route_score", sa.Double),
     sa.Column("route_reason", sa.Text),  # why; "undecided (...); default target 'large'" when the router could not say
+    # The useful count as the judge made it (additive: older rows read NULL, and ``useful`` holds their count):
+    # a float for the expected-useful judge (sum of P(relevant)); ``useful`` is then its rounding.
+    sa.Column("useful_expected", sa.Double),
+    sa.Column("useful_judge", sa.String(200)),  # the judge that counted it, e.g. "cited" or "calibrated isotonic(score) on scifact"
 )
 
 stage_calls = sa.Table(
@@ -237,13 +243,14 @@ class Ledger:
             rows.append(full)
         qrow = {
             "query_id": qid, "run_id": run_id, "at": query.get("at") or utcnow(), "text": query.get("text"),
-            "ok": bool(query.get("ok", True)), "useful": int(query.get("useful", 0)),
+            "ok": bool(query.get("ok", True)), "useful": int(round(float(query.get("useful", 0) or 0))),
+            "useful_expected": float(query.get("useful", 0) or 0), "useful_judge": query.get("useful_judge"),
             "cost_usd": float(query["cost_usd"]) if query.get("cost_usd") is not None
             else sum(float(r["cost_usd"]) for r in rows),
             "retrieved": int(query.get("retrieved", 0)), "error": query.get("error"),
             "outcome": query.get("outcome"), "outcome_stage": query.get("outcome_stage"), "route": query.get("route"),
             "cache": json.dumps(query["cache"], sort_keys=True, default=str) if query.get("cache") else None,
-            "tenant": query.get("tenant"), "route_path": query.get("route_path"),
+            "tenant": query.get("tenant"), "user_label": query.get("user_label"), "route_path": query.get("route_path"),
             "route_score": query.get("route_score"), "route_reason": query.get("route_reason"),
         }
         with self.engine.begin() as conn:  # rolled back as a whole on any error

@@ -42,7 +42,7 @@ class StageRow:
     usd: float
     usd_per_query: float
     share: Optional[float]  # of the total dollars; None when the total is 0
-    useful: int = 0  # useful documents of the queries this stage served
+    useful: float = 0  # useful documents of the queries this stage served
     usd_per_useful: Optional[float] = None  # the stage's dollars / those useful documents; None = 0 useful
 
 
@@ -56,9 +56,10 @@ class Totals:
     usd_per_request: Optional[float]
     usd_per_1k_queries: Optional[float]
     usd_per_successful: Optional[float]  # all dollars (retries, fallbacks, failures) / successful requests
-    useful: int
+    useful: float  # expected (a float) under the calibrated judge
     usd_per_useful: Optional[float]  # None = 0 useful documents delivered
     retrieved: int
+    useful_judges: list[str] = field(default_factory=list)  # the judges that counted them (older rows: none recorded)
 
 
 @dataclass
@@ -100,7 +101,7 @@ def _div(a: float, b: float) -> Optional[float]:
     return a / b if b else None
 
 
-def _stage_row(s: StageAgg, n: int, total: float, useful: int) -> StageRow:
+def _stage_row(s: StageAgg, n: int, total: float, useful: float) -> StageRow:
     """One stage's line: per-query figures are the stage's per-query shares over the n queries."""
     p50, p95, p99 = s.latency((50, 95, 99))
     tin, tcached, tout = (float(x or 0.0) for x in (s.input_tokens, s.cached_input_tokens, s.output_tokens))
@@ -129,22 +130,29 @@ def build_report(ledger: str | Ledger, since: datetime | None = None, pipeline: 
     return aggregate(qrows, srows, since=since, pipeline=pipeline)
 
 
+def useful_of(q: dict) -> float:
+    """A query row's useful count as its judge made it: the expected count where recorded, else the integer."""
+    e = q.get("useful_expected")
+    return float(e) if e is not None else int(q.get("useful") or 0)
+
+
 def aggregate(qrows: list[dict], srows: list[dict], since: datetime | None = None, pipeline: str | None = None) -> Report:
     """The report of already-read ledger rows (pure; the tests call it directly too)."""
     n = len(qrows)
     stages = by_stage_of_rows(srows)
     total = sum(s.usd for s in stages.values())
-    per_stage = useful_by_stage(stages, {str(q["query_id"]): int(q["useful"] or 0) for q in qrows if "query_id" in q})
+    per_stage = useful_by_stage(stages, {str(q["query_id"]): useful_of(q) for q in qrows if "query_id" in q})
     rows = [_stage_row(s, n, total, per_stage[name]) for name, s in stages.items()]
     notes = [f"{s.stage}: {s.unknown_cached} row(s) without a cached-token count (server did not say)"
              for s in stages.values() if s.unknown_cached]
     ok = sum(1 for q in qrows if q["ok"])
-    useful = sum(int(q["useful"] or 0) for q in qrows)
+    useful = sum(useful_of(q) for q in qrows)
     totals = Totals(
         queries=n, successful=ok, usd=total, usd_per_request=_div(total, n),
         usd_per_1k_queries=None if not n else total / n * 1000, usd_per_successful=_div(total, ok),
         useful=useful, usd_per_useful=cost_per_useful(total, useful),
         retrieved=sum(int(q["retrieved"] or 0) for q in qrows),
+        useful_judges=sorted({str(q["useful_judge"]) for q in qrows if q.get("useful_judge")}),
     )
     return Report(rows, totals, routes=by_route(qrows, srows), since=since.isoformat() if since else None,
                   pipeline=pipeline, notes=notes)
@@ -226,7 +234,7 @@ def to_rich_table(report: Report):
     rows = [["queries (successful)", f"{t.queries} ({t.successful})"], ["$ total", money(t.usd)],
             ["$ per 1k queries", money(t.usd_per_1k_queries)],
             ["$ per successful request", money(t.usd_per_successful) if t.successful else "n/a (0 successful)"],
-            ["useful documents", str(t.useful)],
+            ["useful documents", f"{t.useful:.4g}" + (f" (judge: {', '.join(t.useful_judges)})" if t.useful_judges else "")],
             ["$ per useful retrieved document", money(t.usd_per_useful, missing="n/a (0 useful)")]]
     totals = FittedTable(("what", "value"), rows, title="totals", show_header=False)
     routes = [_route_table(report)] if report.routes else []
@@ -249,8 +257,8 @@ def _useful_table(report: Report) -> "FittedTable":
     t = report.totals
     usd = money_column([r.usd for r in report.stages] + [t.usd])
     per = money_column([r.usd_per_useful for r in report.stages] + [t.usd_per_useful], missing="n/a (0 useful)")
-    cells = [[r.stage, u, str(r.useful), pu] for r, u, pu in zip(report.stages, usd, per)]
-    cells.append(["total", usd[-1], str(t.useful), per[-1]])
+    cells = [[r.stage, u, f"{r.useful:.4g}", pu] for r, u, pu in zip(report.stages, usd, per)]
+    cells.append(["total", usd[-1], f"{t.useful:.4g}", per[-1]])
     return FittedTable(("stage", "$", "useful", "$/useful"), cells, title="per useful document", simple=True,
                        caption="useful: the useful documents of the queries each stage served")
 

@@ -110,6 +110,13 @@ def recent_latencies(url: str, pipeline: str, limit: int, days: int = LEDGER_LOO
     return [query_latency(by_query.get(qid, [])) for qid in ids]
 
 
+def cost_attributes(cost_usd: float) -> dict[str, Any]:
+    """The proposed OpenTelemetry GenAI cost attributes (semantic-conventions-genai PR 443), beside ours:
+    ragcost prices every call from its price book, so the source is always ``local``."""
+    return {"gen_ai.usage.cost.amount": float(cost_usd), "gen_ai.usage.cost.currency": "USD",
+            "gen_ai.usage.cost.source": "local"}
+
+
 def span_attributes(record: UsageRecord, cost_usd: float, model: Optional[str] = None) -> dict[str, Any]:
     """The span attributes of one stage call; model and token attributes only where known.
 
@@ -125,6 +132,7 @@ def span_attributes(record: UsageRecord, cost_usd: float, model: Optional[str] =
         "ragcost.retries": record.retries,
         "ragcost.failures": record.failures,
         COST_ATTRIBUTE: float(cost_usd),
+        **cost_attributes(cost_usd),
     }
     name = record.notes.get("model") or model
     if name:
@@ -179,7 +187,7 @@ class QueryTracer:
         start = start_ns if start_ns is not None else time.time_ns() - int(latency * 1e9)
         root = self.tracer.start_span("rag.query", start_time=start, attributes={
             "ragcost.query_id": query_id, COST_ATTRIBUTE: float(sum(costs)) + float(storage_usd),
-            STORAGE_ATTRIBUTE: float(storage_usd)})
+            STORAGE_ATTRIBUTE: float(storage_usd), **cost_attributes(float(sum(costs)) + float(storage_usd))})
         ctx = self._trace.set_span_in_context(root)
         t = start
         models = models or {}

@@ -7,6 +7,7 @@ of its chunks made the context.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable, Mapping, Optional, Protocol
 
 from ragcost.errors import ConfigError
@@ -15,7 +16,7 @@ from ragcost.errors import ConfigError
 class Judge(Protocol):
     """Counts the useful documents in one query's final context."""
 
-    def count(self, hits: Iterable[Mapping[str, Any]], answer: Any = None, query_id: Optional[str] = None) -> int: ...
+    def count(self, hits: Iterable[Mapping[str, Any]], answer: Any = None, query_id: Optional[str] = None) -> float: ...
 
 
 def _citations(answer: Any) -> list[str]:
@@ -56,8 +57,49 @@ class QrelsJudge:
         return len({str(h["doc_id"]) for h in hits if rel.get(str(h["doc_id"]), 0) >= 1})
 
 
-def make_judge(kind: str, threshold: float | None = None, qrels: Mapping | None = None) -> Judge:
-    """A judge by its short name: ``score`` (needs threshold), ``cited``, ``qrels`` (needs qrels)."""
+class CalibratedJudge:
+    """Useful = expected: the sum over the final documents of P(relevant) from a calibration fit on qrels."""
+
+    def __init__(self, calibration: Any):
+        self.calibration = calibration  # ragcost.cost.calibration.Calibration
+
+    def count(self, hits, answer=None, query_id=None) -> float:
+        return self.calibration.expected(hits)
+
+
+_MARK = re.compile(r"\[(\d{1,3})\]")
+
+
+def supported_citations(answer: str, sources: list[str], unsupported: list[tuple[int, int]]) -> list[str]:
+    """Cited document ids, in first-cited order, leaving out those cited only by sentences a grounded check flagged.
+
+    ``sources[n-1]`` is the document of marker ``[n]``; ``unsupported`` are the answer spans the check
+    found unsupported. A marker belongs to the text just before it ("... first. [1] Second ... [2]"):
+    the sentence holding the last character before the marker that is not a marker or a space.
+    """
+    text = answer or ""
+    blank = _MARK.sub(lambda m: " " * len(m.group()), text)
+    out: list[str] = []
+    for m in _MARK.finditer(text):
+        n = int(m.group(1))
+        if not 1 <= n <= len(sources):
+            continue
+        before = blank[:m.start()].rstrip()
+        q = len(before) - 1
+        if q >= 0 and any(a <= q < b for a, b in unsupported):
+            continue
+        if sources[n - 1] not in out:
+            out.append(sources[n - 1])
+    return out
+
+
+def make_judge(kind: str, threshold: float | None = None, qrels: Mapping | None = None, calibration: Any = None) -> Judge:
+    """A judge by its short name: ``score`` (needs threshold), ``cited``, ``qrels`` (needs qrels),
+    ``calibrated`` (needs the calibration)."""
+    if kind == "calibrated":
+        if calibration is None:
+            raise ConfigError("judge 'calibrated' needs a calibration; `ragcost eval SPEC --write` fits one")
+        return CalibratedJudge(calibration)
     if kind == "score":
         if threshold is None:
             raise ConfigError("judge 'score' needs a threshold, e.g. {judge: score, threshold: 0.5}")
@@ -68,9 +110,9 @@ def make_judge(kind: str, threshold: float | None = None, qrels: Mapping | None 
         if qrels is None:
             raise ConfigError("judge 'qrels' needs the dataset's qrels")
         return QrelsJudge(qrels)
-    raise ConfigError(f"unknown judge {kind!r}; known: cited, qrels, score")
+    raise ConfigError(f"unknown judge {kind!r}; known: calibrated, cited, qrels, score")
 
 
-def cost_per_useful(dollars: float, useful: int) -> float | None:
+def cost_per_useful(dollars: float, useful: float) -> float | None:
     """Dollars per useful document; ``None`` when nothing useful was delivered (never a division by zero)."""
     return dollars / useful if useful > 0 else None

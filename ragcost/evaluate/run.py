@@ -70,6 +70,7 @@ class ConfigResult:
     warnings: list[str] = field(default_factory=list)
     stages: list[dict[str, Any]] = field(default_factory=list)  # per stage: usd, useful, usd_per_useful (storage last)
     calibration: Optional[dict[str, Any]] = None  # the useful-score threshold fitted on the qrels (evaluate.calibrate)
+    expected: Optional[dict[str, Any]] = None  # the expected-useful judge fitted on the qrels, with held-out quality (evaluate.expected)
     ci: dict[str, list[float]] = field(default_factory=dict)  # figure -> [lo, hi], bootstrap over queries (evaluate.intervals)
     timing_noise: float = 0.0  # relative spread (max - min) / median of the repeated timing rounds' search CPU
     # per query, in the run's query order: each metric, "useful" and "usd" (not in --json; the ledger keeps the quality's)
@@ -126,10 +127,12 @@ def _noop(task: str, done: int, total: Optional[int]) -> None:
 
 
 def run_eval(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Progress = _noop,
-             ray_address: Optional[str] = None) -> EvalRun:
+             ray_address: Optional[str] = None, half: Optional[tuple[str, int]] = None) -> EvalRun:
     """Everything `ragcost eval SPEC` measures, as data (nothing printed, nothing written but the caches).
 
     ``ray_address``: embed the corpus on that Ray cluster, whatever the pipeline's executor says.
+    ``half``: (``fit`` or ``test``, seed): only that seeded half of the judged queries
+    (:func:`ragcost.evaluate.expected.split_queries`), to fit a judge on one half and test it on the other.
     """
     from ragcost.evaluate.pareto import mark
     from ragcost.evaluate.grid import merge_variant, variants
@@ -146,7 +149,7 @@ def run_eval(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Progress
     try:
         vs = variants(ls.spec, pipe)
         for v in vs:  # one corpus embedding per (embedder, chunking)
-            vrun, ev, candidates = _prepare(ls, v.pipe, cache_dir, progress)
+            vrun, ev, candidates = _prepare(ls, v.pipe, cache_dir, progress, half)
             _measure_all(vrun, ev, candidates, progress)
             run = merge_variant(run, vrun, v)
         assert run is not None
@@ -163,7 +166,8 @@ def run_eval(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Progress
         pipe.close()
 
 
-def _prepare(ls: LoadedSpec, pipe: Any, cache_dir: Path, progress: Progress) -> tuple[EvalRun, "_Evaluator", list[Candidate]]:
+def _prepare(ls: LoadedSpec, pipe: Any, cache_dir: Path, progress: Progress,
+             half: Optional[tuple[str, int]] = None) -> tuple[EvalRun, "_Evaluator", list[Candidate]]:
     """Embed (or read from cache) the corpus and the queries; expand the grid; the run's header."""
     from ragcost.evaluate.datasets import check_files, load_dataset
 
@@ -174,6 +178,11 @@ def _prepare(ls: LoadedSpec, pipe: Any, cache_dir: Path, progress: Progress) -> 
     corpus = embed_corpus(pipe, ls.dataset_path, cache_dir, progress=lambda d, t: progress("embedding corpus", d, t))
     ds = load_dataset(ls.dataset_path, corpus.doc_ids)
     queries = dict(list(ds.queries.items())[: spec.max_queries] if spec.max_queries else ds.queries)
+    if half is not None:
+        from ragcost.evaluate.expected import split_queries
+
+        keep = set(split_queries(list(queries), half[1])[0 if half[0] == "fit" else 1])
+        queries = {q: t for q, t in queries.items() if q in keep}
     qrels = {q: ds.qrels[q] for q in queries}
     if spec.relevance == "binary":
         from ragcost.evaluate.metrics import binary
@@ -196,7 +205,9 @@ def _prepare(ls: LoadedSpec, pipe: Any, cache_dir: Path, progress: Progress) -> 
         query_ids=list(queries),
     )
     run.results.extend(ConfigResult(s.name, status="skipped", reason=s.reason) for s in skipped)
-    return run, _Evaluator(ls, pipe, book, corpus, qv, queries, qrels), candidates
+    ev = _Evaluator(ls, pipe, book, corpus, qv, queries, qrels)
+    ev.half = f"{half[0]} half, seed {half[1]}" if half else None
+    return run, ev, candidates
 
 
 def _measure_all(run: EvalRun, ev: "_Evaluator", candidates: list[Candidate], progress: Progress) -> None:
@@ -260,6 +271,7 @@ class _Evaluator:
         self._vecs: dict[int, np.ndarray] = {}
         self._qvecs: dict[int, np.ndarray] = {}
         self._stages: Optional[Any] = None
+        self.half: Optional[str] = None  # "fit half, seed 0" when only a seeded half of the queries is evaluated
         # doc -> its chunk rows, for exact scores of returned documents
         perm = np.argsort(corpus.doc_of, kind="stable")
         bounds = np.flatnonzero(np.r_[True, np.diff(corpus.doc_of[perm]) != 0, True])
@@ -358,7 +370,9 @@ class _Evaluator:
         r.metrics = {**means, **r.metrics}
         r.per_query = {m: np.array([v.get(q, 0.0) for q in self.qids]) for m, v in per.items()}
         self._price(r, c, index, ranked, search_lat, cpu, stage_s, extra_records)
-        r.calibration = self._calibrate(ranked, self._stage_runner().last_scores if stage else self._scores_of(got)).to_dict()
+        final_scores = self._stage_runner().last_scores if stage else self._scores_of(got)
+        r.calibration = self._calibrate(ranked, final_scores).to_dict()
+        self._fit_expected(r, c, ranked, final_scores)
         r.p50_ms, r.p95_ms, r.p99_ms = percentiles(lat * 1000)
         nq = len(self.qids)
         r.qps_single = nq / float(lat.sum()) if lat.sum() > 0 else 0.0
@@ -413,6 +427,7 @@ class _Evaluator:
         emb_res = self.pipe.config.embed.resource or self.pipe.config.resource
         records = [
             UsageRecord(stage="embed", resource=emb_res, wall_seconds=float(self.qv.seconds[:nq].sum()), items=nq,
+                        cpu_seconds=self.qv.cpu_seconds(nq),
                         input_tokens=int(self.qv.tokens[:nq].sum()), cached_input_tokens=0),
             UsageRecord(stage="retrieve", resource=self.pipe.config.resource, wall_seconds=float(search_lat.sum()), items=nq,
                         cpu_seconds=float(search_cpu.sum())),
@@ -448,7 +463,24 @@ class _Evaluator:
         k0 = self.spec.k[0]
         pairs = [(scores[q][d], self.qrels.get(q, {}).get(d, 0) >= 1)
                  for q in self.qids for d in ranked[q][:k0] if d in scores.get(q, {})]
-        return calibrate(pairs, self.pipe.config.useful.precision)
+        u = self.pipe.config.useful
+        return calibrate(pairs, u.precision, u.objective, u.min_recall)
+
+    def _fit_expected(self, r: ConfigResult, c: Candidate, ranked: dict, scores: dict[str, dict[str, float]]) -> None:
+        """P(relevant) of a final document from its score, rank and gap, fit on the qrels; held-out quality."""
+        from ragcost.cost.calibration import fingerprint_of
+        from ragcost.evaluate.expected import fit_expected, judged_queries, qrels_hash
+
+        judged = judged_queries(self.qids, ranked, scores, self.qrels, self.spec.k[0])
+        r.expected = fit_expected(judged)
+        cfg = self.pipe.config
+        scoring = [{"backend": c.rerank.get("backend"), "model": c.rerank.get("model")}] if c.rerank else []
+        r.expected["fingerprint"] = fingerprint_of(
+            cfg.embed.model, self.pipe.embedder.fingerprint(), c.dim, c.precision, self.pipe._chunking_made_by(),
+            c.index_config.backend, c.index_config.kind, c.index_config.build, c.search, scoring, self.spec.k[0])
+        r.expected["dataset"] = {"name": self.ls.dataset_path.name, "queries": len(self.qids), "qrels": qrels_hash(self.qrels),
+                                 "half": self.half}
+        r.judged = judged  # type: ignore[attr-defined]  # for --write and tests; not a field: not serialised
 
     def _stage_runner(self) -> Any:
         from ragcost.evaluate.stages import StageRunner

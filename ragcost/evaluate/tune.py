@@ -242,7 +242,7 @@ def _lower_bound(ev: Any, c: Candidate, ceiling: ConfigResult, index_bytes: Opti
     nq = len(ev.qids)
     pipe = ev.pipe
     emb = UsageRecord(stage="embed", resource=pipe.config.embed.resource or pipe.config.resource,
-                      wall_seconds=float(ev.qv.seconds[:nq].sum()), items=nq,
+                      wall_seconds=float(ev.qv.seconds[:nq].sum()), items=nq, cpu_seconds=ev.qv.cpu_seconds(nq),
                       input_tokens=int(ev.qv.tokens[:nq].sum()), cached_input_tokens=0)
     n = len(ev.corpus.labels)
     if index_bytes is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from time import perf_counter
+from time import perf_counter, process_time
 from typing import Callable, Optional
 
 import numpy as np
@@ -46,6 +46,11 @@ class QueryVectors:
     seconds: np.ndarray  # (q,) this query's share of the batch call that embedded it
     tokens: np.ndarray  # (q,) input tokens the model read
     embedded_now: int  # how many were not in the cache
+    cpu: Optional[np.ndarray] = None  # (q,) this query's share of the process CPU seconds of that batch call
+
+    def cpu_seconds(self, n: int) -> Optional[float]:
+        """CPU seconds of the first ``n`` queries' embedding (what a CPU resource is priced by), None if unmeasured."""
+        return None if self.cpu is None else float(self.cpu[:n].sum())
 
 
 def cache_key(pipe: Pipeline, dataset: Path) -> str:
@@ -115,32 +120,37 @@ def embed_queries(pipe: Pipeline, queries: dict[str, str], dataset: Path, cache_
     # keyed by the embedder alone: queries are not chunked, so every chunking of the grid prices the same
     # query vectors and embedding seconds (a re-timed copy per chunking would make its dollars differ by noise)
     path = cache_dir / f"{dataset.name}-{pipe.embedder.fingerprint()[:12]}.queries.npz"
-    cached: dict[str, tuple[str, np.ndarray, float, int]] = {}
+    cached: dict[str, tuple[str, np.ndarray, float, int, float]] = {}
     if path.is_file():
         z = np.load(path, allow_pickle=False)
+        # a cache written before CPU time was measured has no "cpu": its queries are embedded (and timed) again
+        cpu = z["cpu"] if "cpu" in z.files else np.full(len(z["ids"]), np.nan)
         for i, qid in enumerate(z["ids"].tolist()):
-            cached[qid] = (str(z["hashes"][i]), z["vectors"][i], float(z["seconds"][i]), int(z["tokens"][i]))
+            cached[qid] = (str(z["hashes"][i]), z["vectors"][i], float(z["seconds"][i]), int(z["tokens"][i]), float(cpu[i]))
     ids = list(queries)
-    todo = [q for q in ids if q not in cached or cached[q][0] != _text_hash(queries[q])]
+    todo = [q for q in ids if q not in cached or cached[q][0] != _text_hash(queries[q]) or np.isnan(cached[q][4])]
     if todo:
         emb.warm_up()
         bs = pipe.config.embed.batch_size
         for i in range(0, len(todo), bs):
             part = todo[i:i + bs]
             texts = [queries[q] for q in part]
-            t0 = perf_counter()
+            c0, t0 = process_time(), perf_counter()
             vecs = emb.embed(texts)
             share = (perf_counter() - t0) / len(part)
+            cpu_share = max(process_time() - c0, 0.0) / len(part)
             counts = [min(n, emb.max_tokens) for n in emb.count_tokens(texts)]
             for q, v, n in zip(part, vecs, counts):
-                cached[q] = (_text_hash(queries[q]), np.asarray(v, np.float32), share, n)
+                cached[q] = (_text_hash(queries[q]), np.asarray(v, np.float32), share, n, cpu_share)
         cache_dir.mkdir(parents=True, exist_ok=True)
         keys = sorted(cached)
         tmp = path.with_suffix(".tmp.npz")
         np.savez(tmp, ids=np.array(keys), hashes=np.array([cached[q][0] for q in keys]),
                  vectors=np.vstack([cached[q][1] for q in keys]).astype(np.float32),
-                 seconds=np.array([cached[q][2] for q in keys]), tokens=np.array([cached[q][3] for q in keys]))
+                 seconds=np.array([cached[q][2] for q in keys]), tokens=np.array([cached[q][3] for q in keys]),
+                 cpu=np.array([cached[q][4] for q in keys]))
         tmp.replace(path)
     return QueryVectors(
         ids, np.vstack([cached[q][1] for q in ids]).astype(np.float32),
-        np.array([cached[q][2] for q in ids]), np.array([cached[q][3] for q in ids]), len(todo))
+        np.array([cached[q][2] for q in ids]), np.array([cached[q][3] for q in ids]), len(todo),
+        np.array([cached[q][4] for q in ids]))

@@ -34,6 +34,12 @@ class Generator(ABC):
     # Whether the stage may hold a request back to the next ``batch_window_ms`` boundary. A
     # backend that collects its own window (vllm-offline) says no.
     aligns_starts: ClassVar[bool] = True
+    # Request options (OpenAI's names: temperature, seed, stop ...) this backend's server applies
+    # when a request sends them (``Prompt.options``). The stage cuts every backend's text at
+    # ``stop`` and ``max_tokens`` itself (ragcost.generate.clip), so those two hold for all.
+    request_options: ClassVar[frozenset[str]] = frozenset()
+    # Whether sampling options (temperature, top_p, seed) cannot change this backend's answer.
+    deterministic: ClassVar[bool] = False
 
     def __init__(self, params: BackendParams) -> None:
         self.params = params

@@ -45,6 +45,7 @@ def request_body(params: BackendParams, prompt: Prompt, continuous_usage: bool =
             opts["continuous_usage_stats"] = True  # vLLM: usage in every chunk
         body["stream_options"] = opts
     body.update(params.extra_body)
+    body.update(prompt.options)  # one request's own (ragcost serve passes what its client asked)
     return body
 
 
@@ -173,6 +174,8 @@ class OpenAICompatible(Generator):
 
     default_base_url: ClassVar[Optional[str]] = None  # None: the params must give base_url
     continuous_usage: ClassVar[bool] = False  # ask for usage in every chunk unless the params say
+    request_options: ClassVar[frozenset[str]] = frozenset(
+        {"temperature", "top_p", "seed", "stop", "max_tokens", "presence_penalty", "frequency_penalty", "logit_bias"})
 
     def __init__(self, params: BackendParams) -> None:
         super().__init__(params)

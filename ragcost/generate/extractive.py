@@ -1,10 +1,12 @@
-"""The no-LLM answer: the sentences of the top chunks that share most words with the question, cited."""
+"""The no-LLM answer: the sentences of the top chunks that share most words with the question, cited (or none, abstaining)."""
 
 from __future__ import annotations
 
 import re
 from time import perf_counter
+from typing import Optional
 
+from ragcost.generate.abstain import NO_ANSWER
 from ragcost.generate.attempt import USAGE_LOCAL, Attempt
 from ragcost.generate.base import Generator, OnText, generator_registry
 from ragcost.generate.prompt import Prompt
@@ -21,13 +23,21 @@ def _words(text: str) -> set[str]:
     return {w for w in WORD.findall(text.lower()) if w not in STOP and len(w) > 1}
 
 
-def extract(question: str, prompt: Prompt, sentences: int) -> tuple[str, list[int]]:
+def extract(question: str, prompt: Prompt, sentences: int, abstain_overlap: float = 0.0,
+            abstain_score: Optional[float] = None) -> tuple[str, list[int]]:
     """The answer text (each sentence followed by its [n]) and the 1-based sources it used.
 
     A sentence scores by the question words it contains, with a small bonus for higher-ranked
     chunks so ties go to the better retrieval; the chosen sentences keep their reading order.
+    The answer is :data:`NO_ANSWER` with no sources when the evidence is weak: the best source
+    passage holds less than ``abstain_overlap`` of the question's content words (:func:`evidence`),
+    or the best source's score is below ``abstain_score``.
     """
     q = _words(question)
+    if prompt.sources and abstain_score is not None:
+        best = max((h.score for h in prompt.sources if h.score is not None), default=None)
+        if best is None or best < abstain_score:
+            return NO_ANSWER, []
     scored: list[tuple[float, int, int, str]] = []
     seen: set[str] = set()  # overlapping chunks repeat sentences: each is said once, from its best-ranked chunk
     order = 0
@@ -49,6 +59,8 @@ def extract(question: str, prompt: Prompt, sentences: int) -> tuple[str, list[in
     scored = [t for t in scored if t[3] not in edges or not any(t[3] != o and t[3] in o for o in texts)]
     if not scored:
         return "No passages were retrieved, so there is nothing to answer from.", []
+    if abstain_overlap > 0 and evidence(question, prompt) < abstain_overlap:
+        return NO_ANSWER, []
     best = sorted(scored, key=lambda t: (-t[0], t[1]))[:sentences]
     best.sort(key=lambda t: t[1])
     used: list[int] = []
@@ -58,13 +70,36 @@ def extract(question: str, prompt: Prompt, sentences: int) -> tuple[str, list[in
     return " ".join(f"{s} [{n}]" for _, _, n, s in best), used
 
 
+def _stem(w: str) -> str:
+    """A light suffix strip, so "calls" meets "call" and "literals" "literal" (evidence only, not the sentence choice)."""
+    for suf in ("ing", "ed", "es", "s"):
+        if len(w) > 4 and w.endswith(suf):
+            return w[: -len(suf)]
+    return w
+
+
+def evidence(question: str, prompt: Prompt) -> float:
+    """The largest share of the question's content words (lightly stemmed) that one source passage holds.
+
+    What :func:`extract` abstains on: an off-topic question finds few of its words together in any one
+    passage. 0 when the question has no content words or nothing was retrieved.
+    """
+    q = {_stem(w) for w in _words(question)}
+    if not q or not prompt.sources:
+        return 0.0
+    return max(len(q & {_stem(w) for w in _words(h.passage)}) for h in prompt.sources) / len(q)
+
+
 @generator_registry.register("extractive")
 class Extractive(Generator):
     """No LLM and no cost beyond CPU time: the best ``sentences`` of the prompt's sources, cited."""
 
+    deterministic = True  # no sampling: temperature, top_p and seed cannot change the answer
+
     async def generate(self, prompt: Prompt, attempt: Attempt, on_text: OnText) -> None:
         attempt.start = perf_counter()
-        attempt.text, _ = extract(prompt.question, prompt, self.params.sentences)
+        p = self.params
+        attempt.text, _ = extract(prompt.question, prompt, p.sentences, p.abstain_overlap, p.abstain_score)
         attempt.end = perf_counter()
         attempt.ok, attempt.usage_source, attempt.chunks = True, USAGE_LOCAL, 1
         on_text(attempt.text)

@@ -25,6 +25,7 @@ class Prompt:
     context_tokens: int = 0  # counted with the backend's counter
     dropped: int = 0  # chunks left out by the budget
     question: str = ""  # the query as asked, for backends that answer without an LLM (extractive)
+    options: dict = field(default_factory=dict)  # request options the backend's server applies (QueryState.options)
 
     def messages(self) -> list[dict[str, str]]:
         return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user}]

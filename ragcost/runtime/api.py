@@ -48,6 +48,7 @@ class Answer:
     outcome_stage: Optional[str] = None
     strategy: Any = None  # what the retrieve call reported (exact scan or the index's filtered search)
     cache: Optional[dict[str, Any]] = None  # the ledger's cache column (QueryState.cache_record)
+    user: Optional[str] = None  # a label the caller gave (ragcost serve: the OpenAI request's user)
 
     @property
     def cost(self) -> float:
@@ -67,6 +68,7 @@ class Answer:
         return {"query_id": self.id, "text": self.text, "ok": self.ok, "useful": self.useful,
                 "retrieved": len(self.hits), "error": self.error, "outcome": self.outcome,
                 "outcome_stage": self.outcome_stage, "route": self.route, "tenant": self.tenant, "cache": self.cache,
+                "user_label": self.user,
                 **{k: v for k, v in self.route_fields.items() if k != "route"}}
 
     def to_json(self) -> dict[str, Any]:

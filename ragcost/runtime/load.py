@@ -138,6 +138,15 @@ def _check_useful(lp: LoadedPipeline, specs: list[tuple[type[Stage], StageParams
     from ragcost.stages.base import COSINE
 
     u = lp.config.useful
+    if u.judge == "calibrated":
+        from ragcost.cost.calibration import calibration_path, load
+
+        path = calibration_path(lp.path, u.calibration)
+        try:  # the file's own problems here, at load; its fingerprint once the embedder is at hand
+            load(path, f"ragcost eval EVAL_SPEC --write (an eval spec whose pipeline is {lp.path})")
+        except ConfigError as e:
+            raise ConfigError(f"{lp.where(['useful', 'judge'])}: useful.judge: calibrated: {e}") from None
+        return
     if u.judge == "cited":
         if not any(cls.type == "generate" for cls, _ in specs):
             raise ConfigError(f"{lp.where(['useful', 'judge'])}: useful.judge: cited counts documents the answer cites, "

@@ -129,6 +129,13 @@ class Pipeline:
             store.close()
         return check_artifact(self.config.index_path, self.index_config, expected, self.rebuild_hint(), deep=deep)
 
+    @cached_property
+    def calibration(self):
+        """The expected-useful judge's calibration (``useful: {judge: calibrated}``), checked against this pipeline."""
+        from ragcost.runtime.judge import load_calibration
+
+        return load_calibration(self)
+
     # ---- the rest of the pipeline ----------------------------------------------------------
     def close(self) -> None:
         for st in self._stages or []:

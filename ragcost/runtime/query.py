@@ -8,6 +8,7 @@ from typing import Any, Optional
 from ragcost.cost.aggregate import StageAgg, by_stage_of_calls, useful_by_stage
 from ragcost.cost.stats import percentile
 from ragcost.cost.useful import cost_per_useful
+from ragcost.runtime.judge import judge_label, useful_count  # noqa: F401  (useful_count: re-exported)
 from ragcost.runtime.pipeline import Pipeline
 from ragcost.runtime.runner import StageCall
 from ragcost.records import QueryState
@@ -25,10 +26,10 @@ class StageStats:
     cost_usd: float = 0.0
     input_tokens: Optional[int] = None
     notes: dict[str, Any] = field(default_factory=dict)
-    useful: int = 0  # useful documents of the queries this stage served
+    useful: float = 0  # useful documents of the queries this stage served
 
     @classmethod
-    def of(cls, agg: StageAgg, useful: int = 0) -> "StageStats":
+    def of(cls, agg: StageAgg, useful: float = 0) -> "StageStats":
         return cls(agg.stage, agg.resource or "", agg.calls, agg.items, agg.walls, agg.usd, agg.input_tokens, agg.notes, useful)
 
     @property
@@ -48,7 +49,7 @@ class QueryRun:
     calls: list[StageCall]
     storage_usd: float
     price_book_version: str
-    useful: list[int] = field(default_factory=list)  # per state, by the pipeline's judge; 0 for a failed or blocked query
+    useful: list[float] = field(default_factory=list)  # per state, by the pipeline's judge (expected: a float); 0 for a failed, blocked or abstaining query
     judge: str = ""  # the judge that counted them, e.g. "cited" or "score >= 0.61"
 
     @property
@@ -56,7 +57,7 @@ class QueryRun:
         return sum(c.cost_usd for c in self.calls) + self.storage_usd
 
     @property
-    def useful_total(self) -> int:
+    def useful_total(self) -> float:
         return sum(self.useful)
 
     @property
@@ -106,9 +107,11 @@ def run_queries(
         # Compile once against the declared fields so a bad filter fails before any model loads.
         pipe.store().matching_labels(expr)
     default_k = _retrieve_k(pipe) if k is None else k
+    if pipe.config.useful.judge == "calibrated":
+        pipe.calibration  # noqa: B018  (refused before any query runs when fit for another configuration)
     pipe.warm_up()
     states: list[QueryState] = []
-    useful: list[int] = []
+    useful: list[float] = []
     calls: list[StageCall] = []
     storage = 0.0
     tracer = _tracer(pipe, ledger_url)  # reads the ledger's recent latencies before this run writes to it
@@ -132,11 +135,6 @@ def run_queries(
             ledger.finish_run(run_id)
             ledger.close()
     return QueryRun(pipe.config.name, states, calls, storage, pipe.price_book.version, useful, judge_label(pipe))
-
-
-def judge_label(pipe: Pipeline) -> str:
-    u = pipe.config.useful
-    return f"score >= {u.threshold:g}" if u.judge == "score" else u.judge
 
 
 def _tracer(pipe: Pipeline, ledger_url: Optional[str] = None):
@@ -184,18 +182,6 @@ def _open_ledger(pipe: Pipeline, url: Optional[str]):
     return Ledger(url or pipe.config.store_url)
 
 
-def useful_count(pipe: Pipeline, s: QueryState) -> int:
-    """Useful documents of one query by the pipeline's judge; a failed or blocked query delivered none."""
-    from ragcost.cost.useful import make_judge
-
-    if not s.ok:
-        return 0
-    u = pipe.config.useful
-    judge = make_judge(u.judge, threshold=u.threshold)
-    hits = [{"doc_id": h.doc_id, "score": h.score} for h in s.hits]
-    return judge.count(hits, answer={"citations": s.citations})
-
-
 def _write_ledger(pipe: Pipeline, ledger, run_id: str, res, useful: list[int]) -> None:
     from ragcost.cost.compute import stage_row, storage_row
 
@@ -207,7 +193,7 @@ def _write_ledger(pipe: Pipeline, ledger, run_id: str, res, useful: list[int]) -
         rows.append(storage_row(ram, disk, book))
         ledger.record_query(
             run_id,
-            {"text": s.text, "ok": s.ok, "useful": n_useful, "retrieved": len(s.hits),
+            {"text": s.text, "ok": s.ok, "useful": n_useful, "useful_judge": judge_label(pipe), "retrieved": len(s.hits),
              "error": s.error, "outcome": s.outcome, "outcome_stage": s.outcome_stage, **s.route_fields(),
              "cache": s.cache_record()},
             rows,

@@ -1,90 +1,146 @@
-"""The ASGI app: ``POST /v1/query``, OpenAI-compatible ``POST /v1/chat/completions`` (SSE),
-``GET /healthz``, ``/readyz`` and ``/metrics``. A thin layer over :mod:`ragcost.runtime.api`."""
+"""The ASGI app: ``POST /v1/query``, OpenAI-compatible ``POST /v1/chat/completions`` (SSE) and
+``GET /v1/models``, ``GET /healthz``, ``/readyz`` and ``/metrics``. A thin layer over :mod:`ragcost.runtime.api`.
+
+Every route checks the key first, then reads the body (so a stranger learns nothing from a 400 or
+413), answers every error with OpenAI's error object and is counted in ``ragcost_requests_total``
+by route, status, tenant and outcome.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
+import signal
 import time
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Optional
+from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 
 from pydantic import ValidationError
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ragcost.errors import RagcostError
 from ragcost.runtime.api import Answer
-from ragcost.serve.batcher import QueueFull, Ticket
+from ragcost.serve.batcher import DEADLINE, QueueFull, Ticket
+from ragcost.serve.errors import HTTPError, from_exception, outcome_of
 from ragcost.serve.models import ChatRequest, QueryRequest, one_line
+from ragcost.serve.options import generation_options
 from ragcost.serve.service import Service
 
 DISCONNECTED = "client disconnected"
-DEADLINE = "deadline exceeded"
+MAX_DEPTH = 32  # JSON nesting a body may have: far above any real request, far below Python's recursion limit
+ROUTES = ("/v1/query", "/v1/chat/completions", "/v1/models", "/healthz", "/readyz", "/metrics")
 
 
-class HTTPError(Exception):
-    def __init__(self, status: int, message: str, param: Optional[str] = None, headers: Optional[dict] = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.param, self.headers = status, message, param, headers or {}
+class Call:
+    """What one request's count in the metrics needs: its route, tenant and outcome."""
 
-    def response(self) -> JSONResponse:
-        kind = {401: "authentication_error", 413: "request_too_large", 422: "invalid_request_error",
-                429: "rate_limit_error", 504: "timeout"}.get(self.status, "server_error")
-        body = {"error": {"message": self.message, "type": kind, "param": self.param}}
-        return JSONResponse(body, status_code=self.status, headers=self.headers)
+    def __init__(self, route: str) -> None:
+        self.route, self.tenant, self.outcome, self.t0 = route, None, None, time.monotonic()
 
 
-async def _body(request: Request, limit: int, model):
-    """The parsed body: 413 past ``limit`` bytes (read no further), 422 naming the bad field."""
+def too_deep(raw: bytes, limit: int = MAX_DEPTH) -> bool:
+    """Whether the JSON in ``raw`` nests arrays/objects deeper than ``limit`` (brackets in strings do not count)."""
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return False
+    depth, in_str, esc = 0, False, False
+    for b in raw:
+        if in_str:
+            if esc:
+                esc = False
+            elif b == 0x5C:
+                esc = True
+            elif b == 0x22:
+                in_str = False
+        elif b == 0x22:
+            in_str = True
+        elif b in (0x5B, 0x7B):
+            depth += 1
+            if depth > limit:
+                return True
+        elif b in (0x5D, 0x7D):
+            depth -= 1
+    return False
+
+
+async def _read(request: Request, limit: int, timeout_s: float) -> bytes:
+    """The raw body: 413 past ``limit`` bytes (read no further), 408 when it has not all come within ``timeout_s``."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise HTTPError(413, f"request body is {declared} bytes; the limit is {limit} (serve.max_body_bytes)")
+        raise HTTPError(413, f"request body is {declared} bytes; the limit is {limit} (serve.max_body_bytes)",
+                        code="request_too_large", headers={"Connection": "close"})
     chunks, size = [], 0
-    async for chunk in request.stream():
+    end = time.monotonic() + timeout_s
+    stream = request.stream().__aiter__()
+    while True:
+        try:
+            chunk = await asyncio.wait_for(stream.__anext__(), timeout=max(0.0, end - time.monotonic()))
+        except StopAsyncIteration:
+            break
+        except asyncio.TimeoutError:
+            raise HTTPError(408, f"the request body did not arrive within {timeout_s:g} s (serve.body_timeout_s)",
+                            code="request_timeout", headers={"Connection": "close"}) from None
         size += len(chunk)
         if size > limit:
-            raise HTTPError(413, f"request body exceeds {limit} bytes (serve.max_body_bytes)")
+            raise HTTPError(413, f"request body exceeds {limit} bytes (serve.max_body_bytes)", code="request_too_large",
+                            headers={"Connection": "close"})
         chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def parse(raw: bytes, model):
+    """The validated body: a 400 naming the field for anything malformed, too deep or unknown."""
+    if too_deep(raw):
+        raise HTTPError(400, f"body: JSON nested deeper than {MAX_DEPTH} levels; flatten it", "body", code="invalid_json")
     try:
-        data = json.loads(b"".join(chunks) or b"null")
+        data = json.loads(raw or b"null")
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise HTTPError(422, f"body: not valid JSON ({getattr(e, 'msg', e)})", "body") from None
+        raise HTTPError(400, f"body: not valid JSON ({getattr(e, 'msg', e)})", "body", code="invalid_json") from None
     if not isinstance(data, dict):
-        raise HTTPError(422, "body: expected a JSON object", "body")
+        raise HTTPError(400, "body: expected a JSON object", "body", code="invalid_json")
     try:
         return model.model_validate(data)
     except ValidationError as e:
         field, msg = one_line(e)
-        raise HTTPError(422, msg, field) from None
+        raise HTTPError(400, msg, field, code="invalid_value") from None
 
 
-def _tenant(svc: Service, request: Request):
+def _bearer(request: Request) -> Optional[str]:
+    auth = request.headers.get("authorization", "")
+    return auth[7:].strip() if auth[:7].lower() == "bearer " else None
+
+
+def _tenant(svc: Service, request: Request, call: Call):
     if not svc.keys.enabled:
         return None
-    auth = request.headers.get("authorization", "")
-    key = auth[7:].strip() if auth[:7].lower() == "bearer " else None
-    tenant = svc.keys.lookup(key)  # the same work for a wrong key and a missing one
+    tenant = svc.keys.lookup(_bearer(request))  # the same work for a wrong key and a missing one
     if tenant is None:
-        raise HTTPError(401, "missing or invalid API key; send Authorization: Bearer KEY")
+        raise HTTPError(401, "missing or invalid API key; send Authorization: Bearer KEY", code="invalid_api_key")
+    call.tenant = tenant.name
     return tenant
 
 
-async def _ticket(svc: Service, request: Request, text: str, filter_, k) -> Ticket:
+def _ready(svc: Service) -> None:
     if not svc.ready:
-        raise HTTPError(503, "warming up; retry when /readyz says ready", headers={"Retry-After": "1"})
-    tenant = _tenant(svc, request)
+        raise HTTPError(503, "warming up; retry when /readyz says ready", headers={"Retry-After": "1"}, code="warming_up")
+
+
+async def _ticket(svc: Service, text: str, filter_, k, tenant, options=None, user=None) -> Ticket:
     try:
-        return await svc.submit(text, filter_, k, tenant)
-    except QueueFull:
-        svc.metrics.requests.labels(request.url.path, "429").inc()
-        raise HTTPError(429, f"queue full ({svc.config.max_queue} waiting, serve.max_queue); retry later",
-                        headers={"Retry-After": str(svc.batcher.retry_after_s())}) from None
-    except RagcostError as e:  # a filter naming an unknown field or operator
-        raise HTTPError(422, f"filter: {e}", "filter") from None
+        return await svc.submit(text, filter_, k, tenant, options, user)
+    except QueueFull as e:
+        if e.reason == "unmeasured":
+            msg = f"overloaded: the first batch is still running, so no service rate is measured yet; retry after {e.retry_after_s} s"
+        elif e.reason == "deadline":
+            msg = (f"overloaded: a request admitted now would finish in about {e.predicted_s:.1f} s, past serve.deadline_s = "
+                   f"{svc.config.deadline_s:g} s; retry after {e.retry_after_s} s")
+        else:
+            msg = f"queue full ({svc.config.max_queue} waiting, serve.max_queue); retry after {e.retry_after_s} s"
+        raise HTTPError(429, msg, headers={"Retry-After": str(e.retry_after_s)}, code="overloaded") from None
 
 
 async def _disconnected(request: Request) -> None:
@@ -93,12 +149,12 @@ async def _disconnected(request: Request) -> None:
         pass
 
 
-async def _await_answer(svc: Service, t: Ticket, deadline: float, request: Request) -> Optional[Answer]:
+async def _await_answer(svc: Service, t: Ticket, request: Request) -> Optional[Answer]:
     """The answer; None when the client left first (its query is then recorded as disconnected)."""
     watch = asyncio.ensure_future(_disconnected(request))
     answer = asyncio.ensure_future(asyncio.shield(t.answer))
     try:
-        done, _ = await asyncio.wait({watch, answer}, timeout=max(0.0, deadline - time.monotonic()),
+        done, _ = await asyncio.wait({watch, answer}, timeout=max(0.0, t.deadline - time.monotonic()),
                                      return_when=asyncio.FIRST_COMPLETED)
     except asyncio.CancelledError:
         svc.abandon(t, DISCONNECTED)
@@ -112,7 +168,11 @@ async def _await_answer(svc: Service, t: Ticket, deadline: float, request: Reque
         svc.abandon(t, DISCONNECTED)
         return None
     svc.abandon(t, DEADLINE)
-    raise HTTPError(504, f"no answer within serve.deadline_s = {svc.config.deadline_s} s")
+    raise _late(svc)
+
+
+def _late(svc: Service) -> HTTPError:
+    return HTTPError(504, f"no answer within serve.deadline_s = {svc.config.deadline_s:g} s", code="deadline_exceeded")
 
 
 def _usage(a: Answer) -> dict[str, Any]:
@@ -127,6 +187,22 @@ def _usage(a: Answer) -> dict[str, Any]:
             "cost_usd": a.cost, "cost_by_stage": by_stage, "query_id": a.id, "useful": a.useful}
 
 
+def blocked(a: Answer) -> bool:
+    return a.outcome == "blocked"
+
+
+def public_json(a: Answer) -> dict[str, Any]:
+    """The answer as /v1/query returns it: a blocked answer's text (and what it cited) never leaves."""
+    out = a.to_json()
+    if blocked(a):
+        out["answer"], out["citations"] = None, []
+    return out
+
+
+def _outcome(a: Answer) -> str:
+    return "blocked" if blocked(a) else ("ok" if a.ok else "failed")
+
+
 def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first: bool = False) -> Starlette:
     """``warm_first``: warm up before accepting connections. uvicorn's ``--workers N`` share one
     listening socket and a worker accepts only once its startup is done, so a cold worker then never
@@ -137,6 +213,10 @@ def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first
     @asynccontextmanager
     async def lifespan(app):
         warm = asyncio.create_task(svc.start())
+        try:  # SIGHUP reloads the keys (only where the loop runs in the main thread)
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, svc.reload_keys)
+        except (NotImplementedError, RuntimeError, ValueError, AttributeError):
+            pass
         if warm_first:
             await warm
         try:
@@ -145,110 +225,206 @@ def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first
             await warm
             await svc.stop()
 
-    async def query(request: Request) -> Response:
-        req = await _body(request, svc.config.max_body_bytes, QueryRequest)
-        deadline = time.monotonic() + svc.config.deadline_s
-        t = await _ticket(svc, request, req.text, req.filter, req.k)
-        a = await _await_answer(svc, t, deadline, request)
+    def route(path: str, fn: Callable[[Request, Call], Awaitable[Response]], methods: list[str]) -> Route:
+        async def endpoint(request: Request) -> Response:
+            call = Call(path)
+            try:
+                resp = await fn(request, call)
+            except ClientDisconnect:
+                call.outcome, resp = "disconnected", Response(status_code=499)
+            except Exception as e:  # every error is OpenAI's error object, never a traceback
+                err = from_exception(e, f"{request.method} {path}")
+                call.outcome, resp = err.outcome, err.response()
+            if not isinstance(resp, StreamingResponse):  # a stream counts itself when it ends
+                svc.metrics.request(path, resp.status_code, call.tenant, call.outcome or outcome_of(resp.status_code),
+                                    time.monotonic() - call.t0)
+            return resp
+
+        return Route(path, endpoint, methods=methods)
+
+    async def query(request: Request, call: Call) -> Response:
+        tenant = _tenant(svc, request, call)
+        _ready(svc)
+        req = parse(await _read(request, svc.config.max_body_bytes, svc.config.body_timeout_s), QueryRequest)
+        t = await _ticket(svc, req.text, req.filter, req.k, tenant)
+        a = await _await_answer(svc, t, request)
         if a is None:
+            call.outcome = "disconnected"
             return Response(status_code=499)  # nobody is listening; the ledger has the query
         await svc.commit(t, a)
-        svc.metrics.requests.labels("/v1/query", "200").inc()
-        return JSONResponse(a.to_json())
+        if a.error == DEADLINE:
+            raise _late(svc)
+        call.outcome = _outcome(a)
+        return JSONResponse(public_json(a))
 
-    async def chat(request: Request) -> Response:
-        req = await _body(request, svc.config.max_body_bytes, ChatRequest)
-        try:
-            text = req.question()
-        except ValueError as e:
-            raise HTTPError(422, str(e), "messages") from None
-        deadline = time.monotonic() + svc.config.deadline_s
-        t = await _ticket(svc, request, text, req.filter, req.k)
+    async def chat(request: Request, call: Call) -> Response:
+        tenant = _tenant(svc, request, call)
+        _ready(svc)
+        req = parse(await _read(request, svc.config.max_body_bytes, svc.config.body_timeout_s), ChatRequest)
+        if req.model != svc.name:
+            raise HTTPError(404, f"model {req.model!r} is not served here; this server serves {svc.name!r} (GET /v1/models)",
+                            "model", code="model_not_found")
+        text, err = req.question()
+        if err:
+            raise HTTPError(400, err, "messages", code="invalid_value")
+        options = generation_options(req, svc.caps)
+        t = await _ticket(svc, text, req.filter, req.k, tenant, options, req.user)
         if req.stream:
             usage = bool(req.stream_options and req.stream_options.include_usage)
-            return StreamingResponse(_sse(svc, t, deadline, usage), media_type="text/event-stream")
-        a = await _await_answer(svc, t, deadline, request)
+            return StreamingResponse(_sse(svc, t, usage, call), media_type="text/event-stream")
+        a = await _await_answer(svc, t, request)
         if a is None:
+            call.outcome = "disconnected"
             return Response(status_code=499)
         await svc.commit(t, a)
-        if not a.ok:
-            raise HTTPError(502, a.error or "the query failed")
+        if a.error == DEADLINE:
+            raise _late(svc)
+        if not a.ok and not blocked(a):
+            raise HTTPError(502, a.error or "the query failed", code="pipeline_failed")
+        call.outcome = _outcome(a)
         return JSONResponse(_completion(svc, a))
 
-    async def healthz(request: Request) -> Response:
+    def model_card() -> dict[str, Any]:
+        return {"id": svc.name, "object": "model", "created": svc.started_at, "owned_by": "ragcost"}
+
+    async def models(request: Request, call: Call) -> Response:
+        _tenant(svc, request, call)
+        return JSONResponse({"object": "list", "data": [model_card()]})
+
+    async def model(request: Request, call: Call) -> Response:
+        _tenant(svc, request, call)
+        name = request.path_params["name"]
+        if name != svc.name:
+            raise HTTPError(404, f"model {name!r} is not served here; this server serves {svc.name!r}", "model",
+                            code="model_not_found")
+        return JSONResponse(model_card())
+
+    async def healthz(request: Request, call: Call) -> Response:
         return JSONResponse({"ok": True})
 
-    async def readyz(request: Request) -> Response:
+    async def readyz(request: Request, call: Call) -> Response:
         return JSONResponse({"ready": svc.ready}, status_code=200 if svc.ready else 503)
 
-    async def metrics(request: Request) -> Response:
+    async def metrics(request: Request, call: Call) -> Response:
+        token = svc.metrics_token
+        if token is not None and not hmac.compare_digest((_bearer(request) or "").encode(), token.encode()):
+            raise HTTPError(401, "/metrics needs Authorization: Bearer TOKEN (serve.metrics_key)", code="invalid_api_key")
         svc.metrics.queue_depth.set(svc.batcher.depth)
+        svc.metrics.in_flight.set(svc.batcher.ahead())
+        svc.metrics.service_rate.set(svc.batcher.rate() or 0.0)
+        svc.metrics.predicted_wait.set(svc.batcher.predicted_s() or 0.0)
         body, ctype = svc.metrics.render()
         return Response(body, media_type=ctype)
 
-    async def on_error(request: Request, exc: HTTPError) -> Response:
-        return exc.response()
+    async def not_routed(request: Request, exc: StarletteHTTPException) -> Response:
+        err = HTTPError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}; "
+                        f"routes: {', '.join(ROUTES)}", code="not_found" if exc.status_code == 404 else "method_not_allowed")
+        path = request.url.path if request.url.path in ROUTES else "other"
+        svc.metrics.request(path, exc.status_code, None, err.outcome)
+        return err.response()
 
     app = Starlette(routes=[
-        Route("/v1/query", query, methods=["POST"]),
-        Route("/v1/chat/completions", chat, methods=["POST"]),
-        Route("/healthz", healthz), Route("/readyz", readyz), Route("/metrics", metrics),
-    ], lifespan=lifespan, exception_handlers={HTTPError: on_error})
+        route("/v1/query", query, ["POST"]),
+        route("/v1/chat/completions", chat, ["POST"]),
+        route("/v1/models", models, ["GET"]),
+        Route("/v1/models/{name}", route("/v1/models", model, ["GET"]).endpoint, methods=["GET"]),
+        route("/healthz", healthz, ["GET"]), route("/readyz", readyz, ["GET"]), route("/metrics", metrics, ["GET"]),
+    ], lifespan=lifespan, exception_handlers={StarletteHTTPException: not_routed})
     app.state.service = svc
     return app
 
 
 def _completion(svc: Service, a: Answer) -> dict[str, Any]:
+    if blocked(a):
+        content, finish = svc.config.refusal, "content_filter"
+    else:
+        content, finish = a.answer or "", _finish_reason(a)
     return {"id": f"chatcmpl-{a.id}", "object": "chat.completion", "created": int(time.time()), "model": svc.name,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": a.answer or ""}, "finish_reason": "stop"}],
-            "usage": _usage(a), "ragcost": a.to_json()}
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content, "refusal": None},
+                         "logprobs": None, "finish_reason": finish}],
+            "usage": _usage(a), "ragcost": public_json(a)}
+
+
+def _finish_reason(a: Answer) -> str:
+    return (a.notes.get("generation") or {}).get("finish_reason") or "stop"
 
 
 def _chunk(t: Ticket, name: str, delta: dict, finish: Optional[str] = None, usage: Optional[dict] = None) -> str:
     body = {"id": f"chatcmpl-{t.state.id}", "object": "chat.completion.chunk", "created": int(time.time()), "model": name,
-            "choices": [] if usage is not None else [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            "choices": [] if usage is not None else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
     if usage is not None:
         body["usage"] = usage
     return f"data: {json.dumps(body)}\n\n"
 
 
-async def _sse(svc: Service, t: Ticket, deadline: float, include_usage: bool) -> AsyncIterator[str]:
-    """Pieces as generation streams them; the rows are committed before the last chunk is sent."""
+def _error_event(err: HTTPError) -> str:
+    return f"data: {json.dumps(err.body())}\n\n"
+
+
+async def _sse(svc: Service, t: Ticket, include_usage: bool, call: Call) -> AsyncIterator[str]:
+    """Pieces as generation streams them; the rows are committed before the last chunk is sent.
+
+    When a guard on the answer may block or rewrite it (``svc.hold_stream``), nothing of the text
+    leaves until the answer has passed: then the guarded answer is sent, or the refusal."""
     waiter = getter = None
+    call.outcome = "error"
     try:
         yield _chunk(t, svc.name, {"role": "assistant", "content": ""})
         waiter = asyncio.ensure_future(asyncio.shield(t.answer))
         while True:
             getter = asyncio.ensure_future(t.events.get())
-            done, _ = await asyncio.wait({getter, waiter}, timeout=max(0.0, deadline - time.monotonic()),
+            done, _ = await asyncio.wait({getter, waiter}, timeout=max(0.0, t.deadline - time.monotonic()),
                                          return_when=asyncio.FIRST_COMPLETED)
             if getter in done:
                 kind, piece = getter.result()
-                if kind == "text":
+                if kind == "text" and not svc.hold_stream:
                     yield _chunk(t, svc.name, {"content": piece})
                 continue
             getter.cancel()
             if not done:
                 svc.abandon(t, DEADLINE)
-                yield f"data: {json.dumps({'error': {'message': DEADLINE, 'type': 'timeout'}})}\n\n"
+                call.outcome = "deadline"
+                yield _error_event(_late(svc))
                 return
             break
         while not t.events.empty():  # pieces that arrived with the answer
             kind, piece = t.events.get_nowait()
-            if kind == "text":
+            if kind == "text" and not svc.hold_stream:
                 yield _chunk(t, svc.name, {"content": piece})
         a = waiter.result()
-        await svc.commit(t, a)
-        if not a.ok:
-            yield f"data: {json.dumps({'error': {'message': a.error, 'type': 'server_error'}})}\n\n"
+        try:
+            await svc.commit(t, a)
+        except Exception as e:
+            err = from_exception(e, "POST /v1/chat/completions (stream)")
+            call.outcome = err.outcome
+            yield _error_event(err)
+            return
+        if a.error == DEADLINE:
+            call.outcome = "deadline"
+            yield _error_event(_late(svc))
+        elif blocked(a):
+            call.outcome = "blocked"
+            yield _chunk(t, svc.name, {"content": svc.config.refusal})
+            yield _chunk(t, svc.name, {}, "content_filter")
+        elif not a.ok:
+            call.outcome = "failed"
+            yield _error_event(HTTPError(502, a.error or "the query failed", code="pipeline_failed"))
         else:
-            yield _chunk(t, svc.name, {}, "stop")
-            if include_usage:
-                yield _chunk(t, svc.name, {}, usage=_usage(a))
+            call.outcome = "ok"
+            if svc.hold_stream and a.answer:
+                yield _chunk(t, svc.name, {"content": a.answer})
+            yield _chunk(t, svc.name, {}, _finish_reason(a))
+        if include_usage and call.outcome in ("ok", "blocked"):
+            yield _chunk(t, svc.name, {}, usage=_usage(a))
         yield "data: [DONE]\n\n"
+    except asyncio.CancelledError:
+        call.outcome = "disconnected"
+        raise
     finally:
         for f in (getter, waiter):
             if f is not None and not f.done():
                 f.cancel()
         if not t.recorded:  # the client went away (the response was cancelled) before the end
             svc.abandon(t, DISCONNECTED)
+            call.outcome = "disconnected"
+        svc.metrics.request(call.route, 200, call.tenant, call.outcome, time.monotonic() - call.t0)

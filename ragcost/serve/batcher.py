@@ -1,11 +1,19 @@
 """Micro-batching: concurrent requests gathered for up to ``batch_window_ms`` or ``max_batch``
 run through the stages as one batch, so the embed call is shared (and split, as the ledger
 splits every batch call). The queue is bounded: a full one is refused at once (429), never a hang.
+
+Admission by deadline: the batcher measures its service rate (queries its recent batches
+finished per busy second). A request is admitted only when the work ahead of it, at that rate,
+lets it finish before its deadline; otherwise it is refused at once with the time the work
+ahead needs to drain (the 429's Retry-After). A queued request whose deadline would pass before
+its batch could end is never started: it is answered "deadline exceeded" at no cost.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from time import monotonic
@@ -21,8 +29,15 @@ def failed_answer(state: QueryState, error: str) -> Answer:
                   outcome="failed", tenant=state.tenant, useful=0, rows=[])
 
 
+DEADLINE = "deadline exceeded"
+
+
 class QueueFull(Exception):
-    """The bounded queue is full: the caller answers 429 with Retry-After."""
+    """The bounded queue is full, or the request could not finish before its deadline: 429 with Retry-After."""
+
+    def __init__(self, reason: str = "queue", retry_after_s: int = 1, predicted_s: Optional[float] = None) -> None:
+        super().__init__(reason)
+        self.reason, self.retry_after_s, self.predicted_s = reason, retry_after_s, predicted_s
 
 
 @dataclass
@@ -35,10 +50,13 @@ class Ticket:
     abandoned: Optional[str] = None  # why the client gave up (disconnect, deadline), if it did
     started: bool = False
     recorded: bool = False
+    deadline: float = math.inf  # monotonic seconds: not started when its batch could not end by then
+    user: Optional[str] = None  # the OpenAI request's user: the query's ledger label
 
 
 class Batcher:
-    def __init__(self, session: Session, window_ms: float, max_batch: int, max_queue: int, metrics: Any = None) -> None:
+    def __init__(self, session: Session, window_ms: float, max_batch: int, max_queue: int, metrics: Any = None,
+                 by_deadline: bool = True) -> None:
         self.session = session
         self.window = window_ms / 1000
         self.max_batch = max_batch if window_ms > 0 else 1  # window 0: each request runs alone
@@ -48,7 +66,10 @@ class Batcher:
         self.metrics = metrics
         self.batches = 0
         self._running: Optional[asyncio.Future] = None  # the batch in the stages now
-        self.batch_seconds: list[float] = []
+        self.batch_seconds: deque[float] = deque(maxlen=256)
+        self._recent: deque[tuple[int, float]] = deque(maxlen=32)  # (queries, seconds) of recent batches
+        self.running_n = 0
+        self.by_deadline = by_deadline
 
     @property
     def depth(self) -> int:
@@ -57,19 +78,48 @@ class Batcher:
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._loop())
 
-    def submit(self, state: QueryState) -> Ticket:
-        t = Ticket(state, asyncio.get_running_loop().create_future())
+    def submit(self, state: QueryState, deadline_s: float = math.inf) -> Ticket:
+        """Queue ``state``; QueueFull when the queue is full or, by deadline, it could not finish in ``deadline_s``."""
+        predicted = self.predicted_s()
+        if self.by_deadline and predicted is not None and predicted > deadline_s:
+            raise QueueFull("deadline", self.retry_after_s(), predicted)
+        if self.by_deadline and predicted is None and self.ahead() >= self.max_batch:
+            # No batch has ended yet, so nothing says how fast they go: admit one batch's worth, not a flood.
+            raise QueueFull("unmeasured", 1, None)
+        t = Ticket(state, asyncio.get_running_loop().create_future(), deadline=monotonic() + deadline_s)
         try:
             self._q.put_nowait(t)
         except asyncio.QueueFull:
-            raise QueueFull() from None
+            raise QueueFull("queue", self.retry_after_s(), predicted) from None
         return t
 
+    def rate(self) -> Optional[float]:
+        """Queries per busy second over the recent batches (None before the first batch)."""
+        n = sum(x for x, _ in self._recent)
+        sec = sum(y for _, y in self._recent)
+        return n / sec if sec > 0 else None
+
+    def ahead(self) -> int:
+        return self.depth + self.running_n
+
+    def predicted_s(self, extra: int = 1) -> Optional[float]:
+        """Seconds for a request admitted now to finish: the work ahead at the measured rate, plus the window."""
+        r = self.rate()
+        if r is None:
+            return None
+        return (self.ahead() + extra) / r + self.window
+
     def retry_after_s(self) -> int:
-        """A hint for 429: the time to run what is queued at the recent batch rate, at least 1 s."""
-        recent = self.batch_seconds[-20:]
-        per = sum(recent) / len(recent) if recent else 0.1
-        return max(1, round(per * (self.depth / self.max_batch + 1)))
+        """Retry-After for a 429: the seconds the work ahead needs to drain at the measured rate (at least 1)."""
+        r = self.rate()
+        per = (sum(self.batch_seconds) / len(self.batch_seconds)) if self.batch_seconds else 0.1
+        drain = self.ahead() / r if r else per * (self.depth / self.max_batch + 1)
+        return max(1, math.ceil(drain))
+
+    def _batch_s(self, n: int) -> float:
+        """How long a batch of ``n`` should take: ``n`` at the measured rate (0 before the first batch)."""
+        r = self.rate()
+        return n / r if r else 0.0
 
     async def _gather(self) -> list[Ticket]:
         batch = [await self._q.get()]
@@ -86,6 +136,15 @@ class Batcher:
         loop = asyncio.get_running_loop()
         while True:
             batch = [t for t in await self._gather() if t.abandoned is None]
+            while self.by_deadline and batch:  # a request whose batch would end past its deadline is never computed or billed
+                end = monotonic() + self._batch_s(len(batch))
+                late = [t for t in batch if t.deadline < end]
+                if not late:
+                    break
+                for t in late:
+                    if not t.answer.done():
+                        t.answer.set_result(failed_answer(t.state, DEADLINE))
+                batch = [t for t in batch if t.deadline >= end]
             if not batch:
                 continue
             by_state = {id(t.state): t for t in batch}
@@ -98,6 +157,7 @@ class Batcher:
             for t in batch:
                 t.started = True
             t0 = monotonic()
+            self.running_n = len(batch)
             self._running = loop.run_in_executor(self._exec, self.session.run_batch, [t.state for t in batch], on_event)
             try:
                 answers = await self._running
@@ -107,8 +167,10 @@ class Batcher:
                 answers = [failed_answer(t.state, f"{type(e).__name__}: {e}") for t in batch]
             finally:
                 self._running = None
+                self.running_n = 0
             self.batches += 1
             self.batch_seconds.append(monotonic() - t0)
+            self._recent.append((len(batch), monotonic() - t0))
             if self.metrics is not None:
                 self.metrics.batch(len(batch))
             for t, a in zip(batch, answers):

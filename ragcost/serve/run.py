@@ -60,13 +60,20 @@ def serve(pipeline: Path, host: str = "127.0.0.1", port: int = 8080, workers: in
     # uvicorn drains on SIGTERM, then re-raises the signal it caught; a handler of ours absorbs
     # that re-raise, so a drained server exits 0 (what process managers expect of a clean stop).
     signal.signal(signal.SIGTERM, lambda *_: None)
+    from ragcost.serve.protocol import ENV as HEADER_ENV
+
+    cfg = pipe.config.serve
+    os.environ[HEADER_ENV] = str(cfg.header_timeout_s)
+    # SIGTERM: stop accepting, give the requests in flight serve.drain_s, then close what is left
+    # (a slow client cannot hold the exit: its body has serve.body_timeout_s, its headers header_timeout_s).
+    common = dict(host=host, port=port, log_level=log_level, timeout_graceful_shutdown=cfg.drain_s,
+                  http="ragcost.serve.protocol:HeaderTimeoutH11")
     if workers == 1:
         from ragcost.serve.app import build_app
 
-        uvicorn.run(build_app(pipeline, ledger_url), host=host, port=port, log_level=log_level,
-                    timeout_graceful_shutdown=None)
+        uvicorn.run(build_app(pipeline, ledger_url), **common)
         return
     os.environ[_ENV] = str(Path(pipeline).resolve())
     if ledger_url:
         os.environ[_LEDGER_ENV] = ledger_url
-    uvicorn.run("ragcost.serve.run:app_factory", factory=True, host=host, port=port, workers=workers, log_level=log_level)
+    uvicorn.run("ragcost.serve.run:app_factory", factory=True, workers=workers, **common)

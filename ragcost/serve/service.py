@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Optional
 
 from ragcost.runtime.api import Answer, Session, and_filters
 from ragcost.serve.batcher import Batcher, Ticket, failed_answer
-from ragcost.serve.keys import Tenant, load_keys
+from ragcost.serve.keys import Tenant, load_keys, read_secret
 from ragcost.serve.metrics import Metrics
+from ragcost.serve.options import Capabilities
 from ragcost.serve.writer import LedgerWriter
 
 
@@ -18,11 +20,18 @@ class Service:
         self.session = Session(pipeline, ledger_url=ledger_url)
         cfg = self.session.pipe.config.serve
         self.config = cfg
-        self.keys = load_keys(cfg.keys, self.session.pipe.base, self.session.pipe.loaded.where(["serve", "keys"]))
+        where = self.session.pipe.loaded.where
+        self.keys = load_keys(cfg.keys, self.session.pipe.base, where(["serve", "keys"]), cfg.keys_reload_s)
+        self.metrics_token = read_secret(cfg.metrics_key, self.session.pipe.base, where(["serve", "metrics_key"]))
         self.metrics = Metrics()
-        self.batcher = Batcher(self.session, cfg.batch_window_ms, cfg.max_batch, cfg.max_queue, self.metrics)
+        self.metrics.known_tenants(self.keys.tenants)
+        self.batcher = Batcher(self.session, cfg.batch_window_ms, cfg.max_batch, cfg.max_queue, self.metrics,
+                               by_deadline=cfg.admission == "deadline")
+        self.caps = Capabilities.of(self.session.pipe)
+        self.hold_stream = holds_answers(self.session.pipe)
         self.writer: Optional[LedgerWriter] = None
         self.ready = False
+        self.started_at = int(time.time())
 
     @property
     def name(self) -> str:
@@ -43,20 +52,30 @@ class Service:
             await asyncio.get_running_loop().run_in_executor(None, self.writer.close)
         self.session.close()
 
-    async def submit(self, text: str, filter_: Optional[dict], k: Optional[int], tenant: Optional[Tenant]) -> Ticket:
+    def reload_keys(self) -> None:
+        """SIGHUP, or the keys file changed: read it again (revoked keys are refused from now on)."""
+        if self.keys.reload():
+            self.metrics.known_tenants(self.keys.tenants)
+
+    async def submit(self, text: str, filter_: Optional[dict], k: Optional[int], tenant: Optional[Tenant],
+                     options: Optional[dict] = None, user: Optional[str] = None) -> Ticket:
         """Queue one query; the key's filter is ANDed in, so a caller can narrow it but never widen it."""
         key_filter = tenant.filter if tenant else None
         combined = and_filters(key_filter, filter_)
         name = tenant.name if tenant else None
         # A filter is compiled against the declared fields here: a bad one is this request's 422 alone.
         state = self.session.state(text, combined, k, name)
-        self.metrics.queue_depth.set(self.batcher.depth + 1)
-        return self.batcher.submit(state)
+        state.options = dict(options or {})
+        t = self.batcher.submit(state, self.config.deadline_s)
+        t.user = user
+        self.metrics.queue_depth.set(self.batcher.depth)
+        return t
 
     async def commit(self, t: Ticket, answer: Answer) -> None:
         """Write the answer's rows; the response completes only after this."""
         t.recorded = True
-        self.metrics.answer(answer.rows, answer.outcome, answer.outcome == "finished" and answer.ok)
+        answer.user = t.user
+        self.metrics.answer(answer.rows, answer.outcome, answer.outcome == "finished" and answer.ok, answer.tenant)
         await self.writer.write(answer)
 
     def abandon(self, t: Ticket, reason: str) -> None:
@@ -66,7 +85,9 @@ class Service:
         t.recorded = True
         self.batcher.abandon(t, reason)
         if not t.started:  # never ran: recorded at no cost, so every accepted request has a row
-            self.writer.submit(failed_answer(t.state, reason))
+            a = failed_answer(t.state, reason)
+            a.user = t.user
+            self.writer.submit(a)
             return
 
         def record(f: asyncio.Future) -> None:
@@ -74,7 +95,20 @@ class Service:
                 return
             a = f.result()
             a.abandon(reason)
-            self.metrics.answer(a.rows, a.outcome, False)
+            a.user = t.user
+            self.metrics.answer(a.rows, a.outcome, False, a.tenant)
             self.writer.submit(a)
 
         t.answer.add_done_callback(record)
+
+
+def holds_answers(pipe) -> bool:
+    """Whether a guard on the answer may block or rewrite it: then a stream is held until the answer passed.
+
+    Streaming the pieces as they come would let a blocked (or redacted) answer's text out before
+    the guard ran; a guard that only flags changes nothing, so its pipeline streams freely."""
+    for st in pipe.stages():
+        if st.type == "guard" and st.params.on == "answer":
+            if st.params.escalate_to or any(policy != "flag" for _, policy in st.checks):
+                return True
+    return False

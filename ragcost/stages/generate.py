@@ -25,6 +25,8 @@ from pydantic import Field
 from ragcost.generate import Attempt, BackendParams, Generator, Prompt, generator_registry
 from ragcost.generate.accounting import fill_missing_usage, overhead_records, period_fields
 from ragcost.generate.attempt import AttemptError
+from ragcost.generate.abstain import is_refusal
+from ragcost.generate.clip import Clip
 from ragcost.generate.prompt import build_prompt, cited, token_counter
 from ragcost.records import QueryState, UsageRecord
 from ragcost.stages.base import Stage, StageParams, stage_registry
@@ -109,6 +111,8 @@ class Generate(Stage):
         attempts: list[Attempt] = []
         for i, b in enumerate(chain):
             prompt = build_prompt(state.text, state.hits, b)
+            native = self.generators[i].request_options
+            prompt.options = {k: v for k, v in state.options.items() if k in native}
             retrying = AsyncRetrying(
                 stop=stop_after_attempt(b.retry.attempts),
                 wait=wait_exponential_jitter(initial=b.retry.initial_s, max=b.retry.max_s, jitter=b.retry.jitter_s),
@@ -121,9 +125,10 @@ class Generate(Stage):
                         att = Attempt(backend=b.backend_name, resource=self.resource_of(i, b),
                                       try_no=t.retry_state.attempt_number, fallback=i > 0, position=i,
                                       endpoint=self.generators[i].endpoint)
+                        clip = Clip.of(state.options, native, self._count(i))
                         async with sem:
                             await self._align(t0, self.generators[i])
-                            await self._call(self.generators[i], prompt, att, state)
+                            await self._call(self.generators[i], prompt, att, state, clip)
                         fill_missing_usage(att, prompt, self._count(i), exact=b.tokenizer is not None)
                         attempts.append(att)
                         if not att.ok:
@@ -131,6 +136,7 @@ class Generate(Stage):
                                 self._emit(state, "retry", f"{b.backend_name}: {att.error}")
                             raise AttemptError(att)
                 self._finish(state, b, prompt, att, attempts)
+                state.notes["generation"]["finish_reason"] = _finish_reason(clip, state.options, native, att)
                 return attempts
             except AttemptError as e:
                 nxt = chain[i + 1].backend_name if i + 1 < len(chain) else None
@@ -156,11 +162,23 @@ class Generate(Stage):
         if w > 0 and gen.aligns_starts:
             await asyncio.sleep((-(perf_counter() - t0)) % w)
 
-    async def _call(self, gen: Generator, prompt: Prompt, att: Attempt, state: QueryState) -> None:
-        """One attempt through its backend; a backend that raises anyway is recorded as a failed attempt."""
+    async def _call(self, gen: Generator, prompt: Prompt, att: Attempt, state: QueryState, clip: Optional[Clip] = None) -> None:
+        """One attempt through its backend; a backend that raises anyway is recorded as a failed attempt.
+
+        With a ``clip`` (the request's stop / max_tokens) only the clipped text leaves and is kept."""
         sent = perf_counter()
+
+        def on_text(piece: str) -> None:
+            out = piece if clip is None else clip.feed(piece)
+            if out:
+                self._emit(state, "text", out)
+
         try:
-            await gen.generate(prompt, att, lambda piece: self._emit(state, "text", piece))
+            await gen.generate(prompt, att, on_text)
+            if clip is not None and att.ok and att.text is not None:
+                att.text, rest = clip.close(att.text)
+                if rest:
+                    self._emit(state, "text", rest)
         except Exception as e:  # a plugin's bug must not sink the batch: data, then the fallback
             att.ok, att.retryable = False, False
             att.error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'raised'} (from backend {gen.params.backend!r})"
@@ -175,8 +193,10 @@ class Generate(Stage):
 
     def _finish(self, state: QueryState, b: BackendParams, prompt: Prompt, att: Attempt, attempts: list[Attempt]) -> None:
         state.answer = att.text
-        state.citations = cited(att.text, prompt.sources)
+        refused = is_refusal(att.text)
+        state.citations = [] if refused else cited(att.text, prompt.sources)  # an abstaining answer cites nothing
         self._note(state, att, prompt, attempts)
+        state.notes["generation"]["abstained"] = refused
 
     def _note(self, state: QueryState, att: Optional[Attempt], prompt: Optional[Prompt], attempts: list[Attempt]) -> None:
         ms = lambda x: None if x is None else round(x * 1000, 3)  # noqa: E731
@@ -220,6 +240,16 @@ class Generate(Stage):
                 )
                 out.append((state, rec))
         return out
+
+
+def _finish_reason(clip: Optional[Clip], options: dict, native: frozenset, att: Attempt) -> str:
+    """OpenAI's finish_reason: "length" when max_tokens cut the answer, else "stop"."""
+    if clip is not None and clip.finish is not None:
+        return clip.finish
+    limit = options.get("max_tokens")
+    if limit is not None and "max_tokens" in native and att.output_tokens is not None and att.output_tokens >= limit:
+        return "length"
+    return "stop"
 
 
 def _aggregate(usage: UsageRecord, records: list[UsageRecord]) -> None:

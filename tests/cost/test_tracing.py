@@ -54,6 +54,11 @@ class TestAttributes:
         assert a["gen_ai.usage.input_tokens"] == 130 and a["gen_ai.usage.cache_read.input_tokens"] == 30
         assert a["gen_ai.usage.output_tokens"] == 7 and a[COST_ATTRIBUTE] == 0.0012
 
+    def test_the_proposed_genai_cost_attributes_sit_beside_ours(self):
+        a = span_attributes(U("generate", "openai-gpt-4o-mini", input_tokens=100, output_tokens=7), 0.0012)
+        assert a["gen_ai.usage.cost.amount"] == a[COST_ATTRIBUTE] == 0.0012
+        assert a["gen_ai.usage.cost.currency"] == "USD" and a["gen_ai.usage.cost.source"] == "local"
+
     def test_unknown_counts_are_left_out_not_zero(self):
         a = span_attributes(U("embed", "cpu", input_tokens=10, notes={"model": "all-MiniLM-L6-v2"}), 0.0)
         assert a["gen_ai.operation.name"] == "embeddings" and a["gen_ai.request.model"] == "all-MiniLM-L6-v2"

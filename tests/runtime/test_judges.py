@@ -38,3 +38,18 @@ def test_eval_can_load_the_pipeline_whose_threshold_it_is_to_calibrate(tmp_path)
     with pytest.raises(ConfigError):
         load_pipeline(p)
     assert load_pipeline(p, judge=False).config.useful.threshold == 0.5
+
+
+def test_judge_calibrated_without_a_calibration_is_refused_at_load_with_the_command_that_makes_one(tmp_path):
+    p = write_pipeline(tmp_path, useful={"judge": "calibrated"})
+    with pytest.raises(ConfigError, match=r"useful.judge: calibrated: .*kb.calibration.json: no calibration .*`ragcost eval EVAL_SPEC --write") as e:
+        load_pipeline(p)
+    assert str(e.value).startswith(f"{p}:") and "\n" not in str(e.value)
+
+
+def test_a_corrupt_calibration_beside_the_pipeline_is_refused_at_load(tmp_path):
+    p = write_pipeline(tmp_path, useful={"judge": "calibrated"})
+    (tmp_path / "kb.calibration.json").write_text("{oops")
+    with pytest.raises(ConfigError, match=r"kb.calibration.json: corrupt calibration file .*refit it with `ragcost eval"):
+        load_pipeline(p)
+    assert load_pipeline(p, judge=False).config.useful.judge == "calibrated"  # eval can still load it to refit

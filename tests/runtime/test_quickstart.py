@@ -53,5 +53,6 @@ def test_the_readme_query_runs_every_stage_and_reports_useful_documents(tmp_path
     for s in stages.values():
         assert s["calls"] >= 1 and s["usd"] > 0 and s["useful"] == res["useful"]
         assert s["usd_per_useful"] == pytest.approx(s["usd"] / s["useful"])
-    assert res["useful"] == q["useful"] == len(set(q["citations"])) > 0
+    # cited and supported by the grounded check: at most the cited documents, and this answer is supported
+    assert 0 < res["useful"] == q["useful"] <= len(set(q["citations"]))
     assert res["usd_per_useful"] == pytest.approx(res["total_usd"] / res["useful"])

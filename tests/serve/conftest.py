@@ -63,6 +63,36 @@ def _register_slow_backend() -> None:
 _register_slow_backend()
 
 
+def _register_word_guard() -> None:
+    """``mentions``: flags an answer holding ``word`` (a stand-in for a classifier that flags some answers)."""
+    from pydantic import Field
+
+    from ragcost.guards import guard_registry
+    from ragcost.guards.base import Finding, Guard, GuardParams
+
+    if "mentions" in guard_registry:
+        return
+
+    class MentionsParams(GuardParams):
+        word: str = Field(min_length=1)
+
+    @guard_registry.register("mentions")
+    class Mentions(Guard):
+        name = "mentions"
+        Params = MentionsParams
+        targets = ("answer",)
+        policies = ("block", "flag")
+        default_policy = "block"
+
+        def check(self, batch, on):
+            w = self.params.word.lower()
+            return [[Finding(self.name, "word", 1.0, on="answer", reason=f"mentions {w!r}")]
+                    if w in (s.answer or "").lower() else [] for s in batch]
+
+
+_register_word_guard()
+
+
 @pytest.fixture(scope="module")
 def kb_served(tmp_path_factory) -> Path:
     return make_pipeline(tmp_path_factory.mktemp("serve"), keys=True)
@@ -79,17 +109,19 @@ def free_port() -> int:
 class ServerThread:
     """A real uvicorn server on 127.0.0.1:free port, in a thread of the test process."""
 
-    def __init__(self, pipeline: Path, warm_first: bool = False) -> None:
+    def __init__(self, pipeline: Path, warm_first: bool = False, header_timeout_s: float = 10.0) -> None:
         import threading
 
         import uvicorn
 
         from ragcost.serve.app import build_app
+        from ragcost.serve.protocol import HeaderTimeoutH11
 
         self.app = build_app(pipeline, warm_first=warm_first)
         self.port = free_port()
+        http = type("HeaderTimeoutH11", (HeaderTimeoutH11,), {"header_timeout_s": header_timeout_s})
         self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning",
-                                                    limit_concurrency=2000, backlog=2048))
+                                                    limit_concurrency=2000, backlog=2048, http=http))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     @property

@@ -22,7 +22,9 @@ async def _fire(url: str, n: int, path: str = "/v1/query") -> list[httpx.Respons
 class TestMicroBatching:
     @pytest.mark.slow
     def test_200_concurrent_requests_all_succeed_and_share_embed_calls(self, kb_served):
-        with ServerThread(kb_served) as s:
+        # admission: queue: a cold server with admission by deadline admits one batch's worth before it has a rate
+        with ServerThread(variant(kb_served, "burst.yaml", serve={"batch_window_ms": 20, "max_batch": 64, "admission": "queue",
+                                                                  "keys": "file:keys.json"})) as s:
             rs = asyncio.run(_fire(s.url, 200))
         assert [r.status_code for r in rs] == [200] * 200
         ids = {r.json()["id"] for r in rs}
@@ -38,7 +40,7 @@ class TestMicroBatching:
 
 class TestBackpressure:
     def test_a_full_queue_answers_429_with_retry_after(self, kb_served):
-        tight = variant(kb_served, "tight.yaml", serve={"batch_window_ms": 0, "max_queue": 2, "keys": "file:keys.json"},
+        tight = variant(kb_served, "tight.yaml", serve={"batch_window_ms": 0, "max_queue": 2, "admission": "queue", "keys": "file:keys.json"},
                         stages=[{"type": "retrieve", "k": 3}, {"type": "generate", "backend": "slow-words"}])
         with ServerThread(tight) as s:
             rs = asyncio.run(_fire(s.url, 12))
@@ -64,7 +66,7 @@ def _row_with_error(pipeline, error: str, n: int = 1):
 def slow(kb_served):
     """A server whose generation streams a word every 50 ms, with a 1 s deadline."""
     p = variant(kb_served, "slow.yaml", stages=[{"type": "retrieve", "k": 3}, {"type": "generate", "backend": "slow-words"}],
-                serve={"batch_window_ms": 5, "deadline_s": 1, "keys": "file:keys.json"})
+                serve={"batch_window_ms": 5, "deadline_s": 1, "admission": "queue", "keys": "file:keys.json"})
     with ServerThread(p) as s:
         yield s, p
 
@@ -102,3 +104,34 @@ class TestDisconnect:
         assert r.status_code == 504 and "deadline_s" in r.json()["error"]["message"]
         late, _ = _row_with_error(pipeline, "deadline exceeded")
         assert late[0]["cost_usd"] > 0
+
+
+class TestAdmissionByDeadline:
+    def test_past_the_measured_capacity_requests_are_refused_at_once_and_none_is_computed_late(self, kb_served):
+        deadline = 2.5  # a one-sentence answer streams in about 0.8 s (a word every 50 ms)
+        p = variant(kb_served, "admission.yaml", stages=[{"type": "retrieve", "k": 3},
+                                                         {"type": "generate", "backend": "slow-words", "sentences": 1}],
+                    serve={"batch_window_ms": 0, "deadline_s": deadline, "keys": "file:keys.json"})
+
+        async def burst(url: str, n: int):
+            async with httpx.AsyncClient(base_url=url, timeout=60) as c:
+                async def one(i):
+                    t0 = time.monotonic()
+                    r = await c.post("/v1/query", headers=ACME, json={"text": f"refund question {i}"})
+                    return r, time.monotonic() - t0
+                return await asyncio.gather(*(one(i) for i in range(n)))
+
+        with ServerThread(p) as s:
+            assert httpx.post(s.url + "/v1/query", headers=ACME, json={"text": "refund"}, timeout=60).status_code == 200  # a measured rate
+            out = asyncio.run(burst(s.url, 12))
+            run_id = s.service.session.run_id
+        codes = [r.status_code for r, _ in out]
+        assert 200 in codes and 429 in codes, codes
+        for r, took in out:
+            if r.status_code == 429:
+                assert took < 1.0 and int(r.headers["retry-after"]) >= 1 and "deadline_s" in r.json()["error"]["message"]
+            if r.status_code == 200:
+                assert took <= deadline + 0.5
+        qrows, _ = ledger_rows(p)
+        late = [q for q in qrows if q["run_id"] == run_id and q["error"] == "deadline exceeded"]
+        assert all(q["cost_usd"] == 0 for q in late), late  # cancelled before it ran, never charged

@@ -1,0 +1,216 @@
+"""Admission by deadline under overload: the demo chain at 2x its measured saturation.
+
+    python -m bench.serve --overload [--seconds 60] [--factor 2] [--deadline 10] [--work DIR]
+
+1. Index the demo (pipelines/quickstart.yaml) into ``--work`` (kept, so a second run reuses it).
+2. Saturation: a closed loop of ``--clients`` concurrent /v1/query clients for ``--saturation-s``
+   seconds against a server with admission by queue only; saturation = completed / s.
+3. Overload: Poisson arrivals at ``factor`` x saturation for ``--seconds`` against a server with
+   ``admission: deadline`` and ``deadline_s: --deadline``; every request records when it was
+   sent, its status, latency and Retry-After.
+4. The ledger, read after the server stopped: rows of queries that were cancelled at their
+   deadline, and whether any of them was charged (computed past the deadline).
+
+The real wait of a refusal is how long the request admitted just before it took to finish: what
+the refused client would have waited had it been admitted. Prints JSON with pass fields.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import sys
+import time
+from bisect import bisect_right
+from pathlib import Path
+from typing import Any, Optional
+
+REPO = Path(__file__).resolve().parent.parent
+QUESTIONS = ["how does with call __exit__?", "what does yield from do?", "how are default arguments evaluated?",
+             "what is a generator expression?", "how does the global statement work?", "what does nonlocal do?",
+             "how are exceptions chained?", "what is a coroutine?", "how does slicing work?", "what is a decorator?",
+             "how do f-strings format values?", "what does the assert statement do?", "how is a class body executed?",
+             "what are augmented assignments?", "how does import find modules?", "what does del do?"]
+
+
+def demo_pipeline(work: Path, file: str, serve: dict) -> Path:
+    from ragcost.config.base import plain
+    from ragcost.config.loader import read_yaml
+
+    cfg = plain(read_yaml(REPO / "pipelines" / "quickstart.yaml"))  # ruamel, as ragcost reads it (`on:` stays a key)
+    cfg["index"] = str(REPO / "indexes" / "hnsw-m16.yaml")
+    cfg["pricing"] = str(REPO / "pricing" / "default.yaml")
+    cfg["store"] = f"duckdb:///{work / 'quickstart.duckdb'}"
+    cfg["index_dir"] = str(work / "index")
+    cfg["serve"] = {"max_queue": 100_000, **serve}
+    p = work / file
+    p.write_text(json.dumps(cfg, indent=2), encoding="utf-8")
+    return p
+
+
+async def _query(client, i: int) -> dict[str, Any]:
+    body = {"text": f"{random.choice(QUESTIONS)} ({i})"}
+    t0 = time.perf_counter()
+    out: dict[str, Any] = {"sent": t0, "status": None, "latency": None, "retry_after": None, "error": None}
+    try:
+        r = await client.post("/v1/query", json=body)
+        out["status"] = r.status_code
+        if r.status_code == 429:
+            out["retry_after"] = float(r.headers.get("retry-after", "nan"))
+    except Exception as e:  # a cut connection is data
+        out["error"] = f"{type(e).__name__}: {e}"
+    out["latency"] = time.perf_counter() - t0
+    return out
+
+
+async def closed_loop(url: str, clients: int, seconds: float) -> dict[str, Any]:
+    import httpx
+
+    done: list[dict] = []
+    stop = time.perf_counter() + seconds
+    async with httpx.AsyncClient(base_url=url, timeout=300, limits=httpx.Limits(max_connections=clients)) as c:
+        async def worker(w: int) -> None:
+            i = 0
+            while time.perf_counter() < stop:
+                done.append(await _query(c, w * 100_000 + i))
+                i += 1
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker(w) for w in range(clients)))
+        wall = time.perf_counter() - t0
+    ok = [r for r in done if r["status"] == 200]
+    return {"clients": clients, "completed": len(ok), "wall_s": round(wall, 2), "rps": len(ok) / wall,
+            "p50_s": _pct([r["latency"] for r in ok], 50)}
+
+
+async def open_loop(url: str, rate: float, seconds: float, seed: int = 0) -> tuple[list[dict], float]:
+    import httpx
+
+    rng = random.Random(seed)
+    limits = httpx.Limits(max_connections=8192, max_keepalive_connections=1024)
+    async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as c:
+        tasks, t0, at, i = [], time.perf_counter(), 0.0, 0
+        while at < seconds:
+            delay = t0 + at - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(_query(c, i)))
+            i += 1
+            at += rng.expovariate(rate)
+        results = await asyncio.gather(*tasks)
+    return list(results), t0
+
+
+def _pct(xs: list[float], q: float) -> Optional[float]:
+    from ragcost.cost.stats import percentile
+
+    v = percentile(xs, q)
+    return None if v is None else round(v, 4)
+
+
+def judge(results: list[dict], deadline: float, saturation: float, seconds: float) -> dict[str, Any]:
+    ok = sorted((r for r in results if r["status"] == 200), key=lambda r: r["sent"])
+    refused = [r for r in results if r["status"] == 429]
+    late_ok = [r for r in ok if r["latency"] > deadline]
+    good = [r for r in ok if r["latency"] <= deadline]
+    sent_at = [r["sent"] for r in ok]
+    ratios = []
+    for r in refused:  # the real wait: the request admitted just before this refusal, how long it took
+        j = bisect_right(sent_at, r["sent"]) - 1
+        if j >= 0 and r["retry_after"] == r["retry_after"]:
+            ratios.append(r["retry_after"] / ok[j]["latency"])
+    within = [x for x in ratios if 0.5 <= x <= 2.0]
+    refusal_ms = [r["latency"] * 1000 for r in refused]
+    goodput = len(good) / seconds
+    return {
+        "requests": len(results), "ok": len(ok), "http_429": len(refused),
+        "http_504": sum(r["status"] == 504 for r in results),
+        "other_errors": sum(1 for r in results if r["status"] not in (200, 429, 504)),
+        "ok_past_deadline": len(late_ok), "ok_latency_p50_s": _pct([r["latency"] for r in ok], 50),
+        "ok_latency_p99_s": _pct([r["latency"] for r in ok], 99), "ok_latency_max_s": round(max((r["latency"] for r in ok), default=0), 3),
+        "refusal_ms_p50": _pct(refusal_ms, 50), "refusal_ms_p99": _pct(refusal_ms, 99),
+        "refusal_ms_max": round(max(refusal_ms, default=0), 2),
+        "retry_after_over_real_wait_p10": _pct(ratios, 10), "retry_after_over_real_wait_p50": _pct(ratios, 50),
+        "retry_after_over_real_wait_p90": _pct(ratios, 90),
+        "retry_after_within_2x_share": round(len(within) / len(ratios), 4) if ratios else None,
+        "goodput_rps": round(goodput, 3), "goodput_over_saturation": round(goodput / saturation, 3) if saturation else None,
+    }
+
+
+def ledger_check(url: str) -> dict[str, Any]:
+    from ragcost.cost.ledger import Ledger
+
+    with Ledger(url, read_only=True) as led:
+        qrows, _ = led.read()
+    cancelled = [q for q in qrows if q["error"] == "deadline exceeded"]
+    return {"query_rows": len(qrows), "cancelled_at_deadline": len(cancelled),
+            "cancelled_but_charged": sum(1 for q in cancelled if q["cost_usd"] > 0),
+            "charged_usd_past_deadline": sum(q["cost_usd"] for q in cancelled)}
+
+
+def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
+    import argparse
+
+    from bench.serve import Server
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--overload", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--seconds", type=float, default=60.0, help="seconds of overload arrivals")
+    ap.add_argument("--factor", type=float, default=2.0, help="offered load as a multiple of the measured saturation")
+    ap.add_argument("--deadline", type=float, default=10.0, help="serve.deadline_s of the overloaded server")
+    ap.add_argument("--clients", type=int, default=64, help="closed-loop clients that measure saturation")
+    ap.add_argument("--saturation-s", type=float, default=20.0)
+    ap.add_argument("--saturation", type=float, default=None, help="skip the measurement: use this req/s")
+    ap.add_argument("--work", default=None, help="folder for the demo's store and index (kept; reused when present)")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    work = Path(args.work or (REPO / ".ragcost" / "bench-serve-overload"))
+    work.mkdir(parents=True, exist_ok=True)
+    base = demo_pipeline(work, "demo.yaml", {"admission": "queue", "deadline_s": 300})
+    import contextlib
+
+    from ragcost.cli.main import main as cli
+
+    with contextlib.redirect_stdout(sys.stderr):  # incremental: a second run embeds nothing
+        if cli(["index", str(base)]) != 0:
+            raise SystemExit("indexing the demo failed")
+    out: dict[str, Any] = {"bench": "serve-overload", "cpu_count": os.cpu_count(), "loadavg_start": os.getloadavg()[0],
+                           "deadline_s": args.deadline, "factor": args.factor, "seconds": args.seconds}
+    if args.saturation is None:
+        srv = Server(base, f"duckdb:///{work / 'ledger-saturation.duckdb'}")
+        try:
+            asyncio.run(closed_loop(srv.url, 8, 3.0))  # warm the path
+            sat = asyncio.run(closed_loop(srv.url, args.clients, args.saturation_s))
+        finally:
+            srv.stop()
+        out["saturation"] = sat
+        saturation = sat["rps"]
+    else:
+        saturation = args.saturation
+    out["saturation_rps"] = round(saturation, 3)
+    led = work / "ledger-overload.duckdb"
+    if led.exists():
+        led.unlink()
+    tight = demo_pipeline(work, "overload.yaml", {"admission": "deadline", "deadline_s": args.deadline})
+    srv = Server(tight, f"duckdb:///{led}")
+    try:
+        asyncio.run(closed_loop(srv.url, 1, 1.0))  # one request first: a measured service rate
+        results, _ = asyncio.run(open_loop(srv.url, args.factor * saturation, args.seconds))
+    finally:
+        out["server_exit_code"] = srv.stop()
+    out["offered_rps"] = round(args.factor * saturation, 3)
+    out["overload"] = judge(results, args.deadline, saturation, args.seconds)
+    out["ledger"] = ledger_check(f"duckdb:///{led}")
+    o = out["overload"]
+    out["loadavg_end"] = os.getloadavg()[0]
+    out["pass_no_compute_past_deadline"] = o["ok_past_deadline"] == 0 and out["ledger"]["cancelled_but_charged"] == 0
+    out["pass_refusal_within_50ms"] = o["http_429"] > 0 and o["refusal_ms_max"] <= 50
+    out["pass_retry_after_within_2x"] = bool(o["retry_after_within_2x_share"] is not None and o["retry_after_within_2x_share"] >= 0.9)
+    out["pass_goodput_90pct"] = bool(o["goodput_over_saturation"] and o["goodput_over_saturation"] >= 0.9)
+    print(json.dumps(out, indent=2))
+    return out
+
+
+if __name__ == "__main__":
+    main()

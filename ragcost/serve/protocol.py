@@ -1,0 +1,62 @@
+"""uvicorn's h11 protocol with a header read timeout: a client that has not sent its request line
+and headers within ``header_timeout_s`` of starting them (or of connecting) is disconnected.
+
+uvicorn times out idle keep-alive connections but not a request that trickles in a byte at a time;
+such a client would hold a connection (and SIGTERM's drain) for as long as it likes. The body has
+its own deadline in the app (``serve.body_timeout_s``, answered 408).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Optional
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+ENV = "RAGCOST_SERVE_HEADER_TIMEOUT_S"  # how ``--workers N`` processes learn the timeout
+
+
+class HeaderTimeoutH11(H11Protocol):
+    header_timeout_s: Optional[float] = None  # None: read from RAGCOST_SERVE_HEADER_TIMEOUT_S, else 10 s
+
+    def _timeout(self) -> float:
+        if self.header_timeout_s is not None:
+            return self.header_timeout_s
+        return float(os.environ.get(ENV, "10"))
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._header_timer: Optional[asyncio.TimerHandle] = None
+        self._arm()
+
+    def _arm(self) -> None:
+        if getattr(self, "_header_timer", None) is None:
+            self._header_timer = self.loop.call_later(self._timeout(), self._headers_late)
+
+    def _disarm(self) -> None:
+        timer, self._header_timer = getattr(self, "_header_timer", None), None
+        if timer is not None:
+            timer.cancel()
+
+    def _headers_late(self) -> None:
+        self._header_timer = None
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            self.logger.info("closing a connection whose request headers did not arrive within %.1f s", self._timeout())
+            self.transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        if self.conn.their_state is h11.IDLE:
+            self._arm()  # a request is starting (also after a keep-alive pause): its headers must come in time
+        super().data_received(data)
+        if self.conn.their_state is not h11.IDLE:
+            self._disarm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._disarm()  # idle keep-alive is uvicorn's own timeout
+
+    def connection_lost(self, exc: Optional[Exception]) -> None:
+        self._disarm()
+        super().connection_lost(exc)

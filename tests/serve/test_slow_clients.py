@@ -1,0 +1,161 @@
+"""Slow and stale clients: header and body read timeouts, a bounded SIGTERM drain, keys that reload."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.serve.conftest import KEYS, ServerThread, free_port, make_pipeline, variant
+
+REPO = Path(__file__).resolve().parents[2]
+ACME = {"authorization": "Bearer key-acme"}
+GLOBEX = {"authorization": "Bearer key-globex"}
+
+
+@pytest.fixture(scope="module")
+def impatient(kb_served):
+    keys = kb_served.parent / "keys-reload.json"
+    keys.write_text(json.dumps(KEYS), encoding="utf-8")
+    p = variant(kb_served, "impatient.yaml", serve={"batch_window_ms": 5, "keys": "file:keys-reload.json",
+                                                     "body_timeout_s": 1, "keys_reload_s": 0.2})
+    with ServerThread(p, header_timeout_s=1.0) as s:
+        yield s, keys
+
+
+def _trickle(port: int, head: bytes, rest: bytes, every_s: float, give_up_s: float) -> tuple[bytes, float]:
+    """Send ``head`` then ``rest`` a byte every ``every_s``; what the server sent back and when it closed."""
+    t0 = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=give_up_s) as c:
+        c.sendall(head)
+        got = b""
+        c.settimeout(every_s)
+        for b in rest:
+            try:
+                c.sendall(bytes([b]))
+            except OSError:
+                break
+            try:
+                data = c.recv(65536)
+                if not data:
+                    break
+                got += data
+                if b"\r\n\r\n" in got:  # the response has begun: read it to its end (the server closes)
+                    c.settimeout(5)
+                    while data:
+                        data = c.recv(65536)
+                        got += data
+                    break
+            except socket.timeout:
+                pass
+            if time.monotonic() - t0 > give_up_s:
+                break
+        return got, time.monotonic() - t0
+
+
+class TestTimeouts:
+    def test_a_body_that_trickles_in_gets_408_within_the_body_timeout(self, impatient):
+        s, _ = impatient
+        head = (b"POST /v1/query HTTP/1.1\r\nhost: x\r\nauthorization: Bearer key-acme\r\ncontent-type: application/json\r\n"
+                b"content-length: 100\r\n\r\n")
+        got, took = _trickle(s.port, head, b'{"text": "' + b"a" * 89, 0.3, 20)
+        assert got.startswith(b"HTTP/1.1 408") and b"body_timeout_s" in got, got[:300]
+        assert took < 5
+
+    def test_headers_that_trickle_in_are_cut_off_within_the_header_timeout(self, impatient):
+        s, _ = impatient
+        got, took = _trickle(s.port, b"POST /v1/query HTTP/1.1\r\n", b"x-slow: " + b"a" * 200, 0.3, 20)
+        assert got == b"" and took < 5
+
+    def test_a_normal_request_is_untouched(self, impatient):
+        s, _ = impatient
+        assert httpx.post(s.url + "/v1/query", headers=ACME, json={"text": "refund"}).status_code == 200
+
+
+class TestKeysReload:
+    def test_a_revoked_key_is_refused_once_the_file_changes(self, impatient):
+        s, keys = impatient
+        assert httpx.post(s.url + "/v1/query", headers=GLOBEX, json={"text": "api"}).status_code == 200
+        keys.write_text(json.dumps({"key-acme": KEYS["key-acme"]}), encoding="utf-8")
+        try:
+            time.sleep(0.5)
+            assert httpx.post(s.url + "/v1/query", headers=GLOBEX, json={"text": "api"}).status_code == 401
+            assert httpx.post(s.url + "/v1/query", headers=ACME, json={"text": "api"}).status_code == 200
+            keys.write_text("{not json", encoding="utf-8")  # a broken edit keeps the keys in force
+            time.sleep(0.5)
+            assert httpx.post(s.url + "/v1/query", headers=ACME, json={"text": "api"}).status_code == 200
+        finally:
+            keys.write_text(json.dumps(KEYS), encoding="utf-8")
+
+
+class Served:
+    def __init__(self, pipeline: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
+        self.proc = subprocess.Popen([sys.executable, "-m", "ragcost.cli.main", "serve", str(pipeline), "--port", str(self.port),
+                                      "--log-level", "warning"], env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            try:
+                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        self.proc.kill()
+        raise RuntimeError(self.proc.stdout.read().decode()[-2000:])
+
+
+@pytest.mark.slow
+def test_sigterm_with_a_trickling_client_exits_within_the_bound_and_sighup_reloads_keys(tmp_path):
+    base = make_pipeline(tmp_path, keys=True)  # its own store: the module's in-process server holds the other
+    keys = tmp_path / "keys-hup.json"
+    keys.write_text(json.dumps(KEYS), encoding="utf-8")
+    p = variant(base, "hup.yaml", serve={"keys": "file:keys-hup.json", "keys_reload_s": 3600, "body_timeout_s": 2,
+                                              "header_timeout_s": 2, "drain_s": 3})
+    s = Served(p)
+    try:
+        assert httpx.post(s.url + "/v1/query", headers=GLOBEX, json={"text": "api"}).status_code == 200
+        keys.write_text(json.dumps({"key-acme": KEYS["key-acme"]}), encoding="utf-8")
+        assert httpx.post(s.url + "/v1/query", headers=GLOBEX, json={"text": "api"}).status_code == 200  # not checked for an hour
+        s.proc.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        assert httpx.post(s.url + "/v1/query", headers=GLOBEX, json={"text": "api"}).status_code == 401
+        idle = _exit_time(s, None)
+    finally:
+        if s.proc.poll() is None:
+            s.proc.kill()
+    # Again with a client sending one byte every 0.2 s: the exit waits for it at most drain_s (3 s) longer.
+    s = Served(p)
+    try:
+        c = socket.create_connection(("127.0.0.1", s.port))
+        c.sendall(b"POST /v1/query HTTP/1.1\r\nhost: x\r\nauthorization: Bearer key-acme\r\ncontent-length: 100\r\n\r\n{")
+        held = _exit_time(s, c)
+        c.close()
+        assert held <= idle + 3 + 1.5, (idle, held)
+    finally:
+        if s.proc.poll() is None:
+            s.proc.kill()
+
+
+def _exit_time(s: "Served", trickler) -> float:
+    """Seconds from SIGTERM to exit (0 expected), feeding ``trickler`` a byte every 0.2 s meanwhile."""
+    t0 = time.monotonic()
+    s.proc.send_signal(signal.SIGTERM)
+    while s.proc.poll() is None and time.monotonic() - t0 < 60:
+        if trickler is not None:
+            try:
+                trickler.sendall(b"a")
+            except OSError:
+                trickler = None
+        time.sleep(0.2)
+    assert s.proc.wait(5) == 0
+    return time.monotonic() - t0
