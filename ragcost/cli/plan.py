@@ -66,7 +66,7 @@ def plan(
     params_b: Optional[float] = typer.Option(None, "--params-b", callback=_range(0, 1e6, lo_open=True), help="Parameters, billions (weights = params x dtype bytes), > 0."),
     context: Optional[int] = typer.Option(None, "--context", callback=_range(1, 1e9), help="Tokens per sequence (prompt + output), >= 1."),
     mem_utilization: float = typer.Option(MEM_UTILIZATION, "--mem-utilization", callback=_range(0, 1, lo_open=True), help="Share of GPU memory vLLM may use (gpu_memory_utilization), (0, 1]."),
-    busy: float = typer.Option(BUSY, "--busy", callback=_range(0, 1, lo_open=True), help="Share of the time the GPU is busy, for $/1M tokens and payback, (0, 1]."),
+    busy: float = typer.Option(BUSY, "--busy", callback=_range(0, 1, lo_open=True), help="Share of the time the GPU is busy, (0, 1]: $/1M tokens and payback are shown fully loaded (idle hours paid) and busy-only."),
     utilization: Optional[float] = typer.Option(None, "--utilization", hidden=True, callback=_split_utilization),
     chunks: Optional[int] = typer.Option(None, "--chunks", callback=_range(1, 1e13), help="Vectors in the index, >= 1."),
     dim: Optional[int] = typer.Option(None, "--dim", callback=_range(1, 1_000_000), help="Embedding dimension, >= 1."),
@@ -108,12 +108,16 @@ def plan(
                              embed_per_second, workers)
     elif chunks is not None and dim is not None:
         out.append(_index_line(chunks, dim, precision, kind, m, pq_m, nbits))
+    # One idle rule for both figures, shown both ways (ragcost.cost.plan.VIEWS): fully loaded first.
     if gpu_usd_per_hour is not None and tokens_per_second is not None:
-        u = P.usd_per_million_tokens(gpu_usd_per_hour, tokens_per_second, busy)
-        out.append(("$ per 1M tokens", f"${P.num(u)}",
-                    f"${P.num(gpu_usd_per_hour)}/h, {P.num(tokens_per_second)} tokens/s, busy {P.num(busy)} of the time"))
+        for view, paid in (("fully loaded", True), ("busy", False)):
+            u = P.usd_per_million_tokens(gpu_usd_per_hour, tokens_per_second, busy, idle_paid=paid)
+            out.append((f"$ per 1M tokens ({view})", f"${P.num(u)}",
+                        f"${P.num(gpu_usd_per_hour)}/h, {P.num(tokens_per_second)} tokens/s, busy {P.num(busy)} of the time; "
+                        + _IDLE[view]))
     if purchase_usd is not None and gpu_usd_per_hour is not None:
-        out.append(_payback_line(purchase_usd, gpu_usd_per_hour, power_kw, usd_per_kwh, busy))
+        for view, paid in (("fully loaded", True), ("busy", False)):
+            out.append(_payback_line(purchase_usd, gpu_usd_per_hour, power_kw, usd_per_kwh, busy, view, paid))
     if not out:
         raise ConfigError(
             "nothing to plan: give --model-config or --layers/--kv-heads/--head-dim (KV cache), with --gpu-mem-gb "
@@ -233,12 +237,20 @@ def _corpus_lines(chunks: int, dim: int, kind: str, shards: int, replicas: int, 
     ]
 
 
+_IDLE = {"fully loaded": "idle hours paid (the instance stays on)",
+         "busy": "only busy hours paid (serverless, or off when idle)"}
+
+
 def _payback_line(purchase_usd: float, gpu_usd_per_hour: float, power_kw: Optional[float],
-                  usd_per_kwh: Optional[float], busy: float) -> tuple[str, str, str]:
-    inputs = (f"${P.num(purchase_usd)} purchase vs cloud ${P.num(gpu_usd_per_hour)}/h; {P.num(power_kw or 0)} kW x "
-              f"${P.num(usd_per_kwh or 0)}/kWh; busy {P.num(busy)} of 730 h/month")
+                  usd_per_kwh: Optional[float], busy: float, view: str = "fully loaded",
+                  idle_paid: bool = True) -> tuple[str, str, str]:
+    rented = "all 730 h/month" if idle_paid else f"its busy {P.num(busy)} of 730 h/month"
+    inputs = (f"${P.num(purchase_usd)} purchase vs renting the cloud GPU at ${P.num(gpu_usd_per_hour)}/h for {rented}; "
+              f"{P.num(power_kw or 0)} kW x ${P.num(usd_per_kwh or 0)}/kWh while busy {P.num(busy)} of the time; "
+              + _IDLE[view])
+    what = f"On-prem payback ({view})"
     if gpu_usd_per_hour == 0:
-        return ("On-prem payback", "n/a, the GPU is free", inputs)
-    months = P.payback_months(purchase_usd, gpu_usd_per_hour, power_kw or 0.0, usd_per_kwh or 0.0, busy)
+        return (what, "n/a, the GPU is free", inputs)
+    months = P.payback_months(purchase_usd, gpu_usd_per_hour, power_kw or 0.0, usd_per_kwh or 0.0, busy, idle_paid=idle_paid)
     res = "never (power costs as much as the cloud or more)" if months is None else f"{P.num(months)} months"
-    return ("On-prem payback", res, inputs)
+    return (what, res, inputs)

@@ -81,6 +81,14 @@ def print_results(run: QueryRun, show_hits: bool = True, streamed: bool = False)
     n = max(len(run.states), 1)
     console.print(f"$ per query {_usd(run.total_usd / n)}  ·  $ per 1k queries {_usd(run.total_usd / n * 1000)}", highlight=False)
     console.print(f"$ per useful document {_per_useful(run.usd_per_useful)}  ·  {plain(_judge_line(run))}", highlight=False)
+    if run.book is not None:
+        full, how = run.declared_traffic(run.book)
+        per_useful = full * n / run.useful_total if run.useful_total else None
+        console.print(plain(f"fully loaded at the book's declared traffic ({run.book.queries_per_month:,} queries/month; "
+                            f"{'; '.join(how) or 'no time-priced resource'}): $ per query {_usd(full)}  ·  "
+                            f"$ per useful document {_per_useful(per_useful)}"), highlight=False)
+        console.print("  (the figures above are marginal: busy time only. `ragcost report` gives what was provisioned)",
+                      highlight=False)
 
 
 def _n(x: float) -> str:
@@ -144,4 +152,16 @@ def results_json(run: QueryRun) -> dict[str, Any]:
         "useful": run.useful_total,
         "useful_judge": run.judge,
         "usd_per_useful": run.usd_per_useful,  # null: no useful document was delivered
+        **_declared(run),
     }
+
+
+def _declared(run: QueryRun) -> dict[str, Any]:
+    """The fully loaded figure at the book's declared traffic, labelled as such."""
+    if run.book is None:
+        return {}
+    full, how = run.declared_traffic(run.book)
+    n = max(len(run.states), 1)
+    return {"fully_loaded": {"basis": f"declared traffic ({run.book.queries_per_month} queries/month)",
+                             "usd_per_query": full, "usd_per_useful": full * n / run.useful_total if run.useful_total else None,
+                             "capacity": how}}

@@ -61,10 +61,11 @@ def report(
     ledger = ledger or DEFAULT_URL
     start = parse_since(since)
     _require_ledger(ledger)
-    qrows, srows = _read(ledger, start, pipeline, tenant)
+    qrows, srows, lives, has_lives = _read(ledger, start, pipeline, tenant)
     rep = aggregate(qrows, srows, since=start, pipeline=pipeline)
     cache = cache_summary(qrows, srows)
     book = price_book_summary(book_path, ledger, pipeline)
+    rep.bill = bill_of(book_path, qrows, srows, lives, has_lives, start, tenant).to_dict()
     if json_:
         import json
 
@@ -77,10 +78,17 @@ def report(
     else:
         from rich.console import Console
 
+        from ragcost.cost.report import bill_table
+
         if not rep.totals.queries:
             typer.echo("no queries in the ledger for this selection")
         else:
             Console(soft_wrap=True).print(to_rich_table(rep))
+        if rep.bill["resources"]:
+            Console(soft_wrap=True).print(bill_table(rep.bill))
+        else:
+            for note in rep.bill["notes"]:
+                typer.echo(f"bill: {note}")
         if cache is not None:
             for line in cache_lines(cache):
                 typer.echo(line)
@@ -111,23 +119,43 @@ def price_book_summary(path: Optional[Path], ledger: str, pipeline: Optional[str
     return {**age, "ledger_versions": versions, "warnings": warnings}
 
 
+def bill_of(path: Optional[Path], qrows: list[dict], srows: list[dict], lives: list[dict], has_lives: bool,
+            start: Optional[datetime], tenant: Optional[str]):
+    """Marginal and fully loaded dollars of the selection (:mod:`ragcost.cost.bill`)."""
+    from ragcost.cost.bill import build_bill
+    from ragcost.cost.ledger import utcnow
+    from ragcost.cost.pricebook import default_price_book_path, load_price_book
+
+    book = load_price_book(path or default_price_book_path())
+    lo = start.astimezone(timezone.utc).replace(tzinfo=None) if start is not None else None
+    bill = build_bill(qrows, srows, lives, book, since=lo, until=utcnow() if lo is not None else None,
+                      lifetimes_table=has_lives)
+    if tenant is not None:
+        bill.notes.append(f"--tenant {tenant}: provisioned hours are the whole server's, shared by every tenant; "
+                          "this tenant's fully loaded figure charges it all of them")
+    return bill
+
+
 def _book_line(book: dict) -> str:
     oldest = book["oldest_price"]
     return (f"price book {book['name']} version {book['version']} (as of {book['as_of']}); oldest price "
             f"{oldest['resource']} as of {oldest['as_of']}, {oldest['age_days']} days old (max_age_days {book['max_age_days']})")
 
 
-def _read(url: str, start: Optional[datetime], pipeline: Optional[str], tenant: Optional[str]) -> tuple[list[dict], list[dict]]:
-    """The ledger's query and stage rows for this selection (one tenant's only, with ``tenant``)."""
+def _read(url: str, start: Optional[datetime], pipeline: Optional[str],
+          tenant: Optional[str]) -> tuple[list[dict], list[dict], list[dict], bool]:
+    """The ledger's query and stage rows for this selection (one tenant's only, with ``tenant``), the
+    lifetimes of the processes of the selected pipeline(s), and whether the ledger has a lifetime table."""
     from ragcost.cost.ledger import Ledger
 
     with Ledger(url, read_only=True) as led:
         qrows, srows = led.read(start, pipeline)
+        lives, has_lives = led.read_lifetimes(pipeline), led.has_lifetimes_table()
     if tenant is None:
-        return qrows, srows
+        return qrows, srows, lives, has_lives
     qrows = [q for q in qrows if q.get("tenant") == tenant]
     ids = {q["query_id"] for q in qrows}
-    return qrows, [r for r in srows if r["query_id"] in ids]
+    return qrows, [r for r in srows if r["query_id"] in ids], lives, has_lives
 
 
 def _usd(x: Optional[float]) -> str:

@@ -35,9 +35,15 @@ USABLE_RAM = 0.8
 # `python -m bench.embed`, sentence-transformers (torch), README "Embedding runtimes" (18.1 texts/s).
 EMBED_PER_SECOND = 18.1
 
-# hnswlib per element beyond level 0: link-list pointer 8, level 4, std::mutex 40, label map node ~40.
-_HNSWLIB_EXTRA = 8 + 4 + 40 + 40
+# hnswlib per slot of max_elements beyond level 0 (hnswalg.h): link-list pointer 8, level 4,
+# std::mutex 40 (link_list_locks_), the visited list's unsigned short 2.
+_HNSWLIB_SLOT = 8 + 4 + 40 + 2
+# Per element: its label_lookup_ node (unordered_map: next pointer, key, value, malloc header, ~40 with
+# the bucket array); per element with upper levels (1 in M): the malloc header of its link lists.
+_HNSWLIB_LABEL = 40
+_HNSWLIB_MALLOC = 16
 _HNSWLIB_FIXED = 65536 * 40  # hnswlib's label_op_locks: 65,536 std::mutex per index
+_HNSWLIB_EXTRA = _HNSWLIB_SLOT + _HNSWLIB_LABEL  # kept for callers of the per-vector figure
 # pgvector 0.8 (hnsw.h): element tuple header, item pointer, page header, special space, line pointer.
 _PG_ELEMENT_HEADER, _PG_TID, _PG_PAGE, _PG_PAGE_FREE, _PG_ITEM_ID = 72, 6, 8192, 8192 - 24 - 8, 4
 
@@ -47,11 +53,29 @@ def _maxalign(n: int) -> int:
 
 
 def hnswlib_bytes_per_vector(dim: int, M: int = 16, vector_bytes: Optional[float] = None) -> float:
-    """hnswlib's bytes per element (``vector_bytes``: the stored vector, float32 by default)."""
+    """hnswlib's bytes per element (``vector_bytes``: the stored vector, float32 by default), as loaded
+    with ``max_elements`` equal to the count; the once-per-index locks are :func:`hnswlib_bytes`'s."""
     vec = dim * 4 if vector_bytes is None else vector_bytes
     level0 = vec + 8 + 4 + 2 * M * 4  # vector, label, link count, 2M links (hnswlib's size_data_per_element)
     upper = (4 + M * 4) / max(M - 1, 1)  # an element has 1/(M-1) upper levels on average (mult 1/ln M)
-    return level0 + upper + _HNSWLIB_EXTRA
+    return level0 + upper + _HNSWLIB_SLOT + _HNSWLIB_LABEL + _HNSWLIB_MALLOC / M
+
+
+def hnswlib_bytes(n: int, dim: int, M: int = 16, max_elements: Optional[int] = None,
+                  upper_link_bytes: Optional[float] = None, vector_bytes: Optional[float] = None) -> int:
+    """What hnswlib allocates for an index of ``n`` elements once loaded: ``max_elements`` slots of
+    level 0 and bookkeeping, the upper levels' link lists (``upper_link_bytes`` when measured from the
+    file, else their expected size), a label-map entry per element and the 65,536 label locks.
+
+    ``query`` passes the loaded index's own figures; ``plan`` the expected ones -- one formula."""
+    if n <= 0:
+        return 0
+    vec = dim * 4 if vector_bytes is None else vector_bytes
+    slots = max(int(max_elements or n), n)
+    level0 = vec + 8 + 4 + 2 * M * 4
+    upper = n * (4 + M * 4) / max(M - 1, 1) if upper_link_bytes is None else upper_link_bytes
+    return int(math.ceil(slots * (level0 + _HNSWLIB_SLOT) + upper + n * (_HNSWLIB_LABEL + _HNSWLIB_MALLOC / M)
+                         + _HNSWLIB_FIXED))
 
 
 def ivf_pq_bytes(n: int, dim: int, pq_m: int, nbits: int = 8, nlist: Optional[int] = None) -> float:
@@ -103,7 +127,7 @@ class ShardPlan:
 def index_structure_bytes(n: int, dim: int, kind: str, M: int = 16, pq_m: Optional[int] = None, nbits: int = 8) -> int:
     """The index structure of ``n`` vectors of one kind (float32 input)."""
     if kind == "hnsw":
-        return int(math.ceil(n * hnswlib_bytes_per_vector(dim, M))) + _HNSWLIB_FIXED
+        return hnswlib_bytes(n, dim, M)
     if kind == "ivf_pq":
         if not pq_m:
             raise ConfigError("kind ivf_pq needs --pq-m (sub-quantizers, a divisor of --dim, e.g. dim/8)")

@@ -26,6 +26,13 @@ Schema
     share of its busy period, NULL = items / shared_by) and cost_usd, *this query's* share of the
     call, so sum it over rows. Amortised storage is a row with stage 'storage' and calls 0.
 
+``rc_ledger_lifetimes``: one per process that held provisioned capacity (``ragcost serve``, a batch
+    ``ragcost query``): lifetime_id (pk), kind ('serve' | 'batch'), pipeline, run_id, resource (the
+    price-book resource the process runs on), host, pid, workers (processes this row stands for),
+    started_at, heartbeat_at (the last time it was seen alive: a crash still bounds it), stopped_at
+    (NULL while alive or after a crash). A ledger written before this table existed has none:
+    reports then say so and fall back to the book's declared traffic.
+
 Migrations are additive: missing tables and columns are created, nothing is ever dropped.
 Each query's rows are written in one transaction: a crash leaves no partial query.
 """
@@ -112,6 +119,24 @@ stage_calls = sa.Table(
     sa.Column("tokens_estimated", sa.Boolean),  # token counts counted/estimated here, not the server's
 )
 
+lifetimes = sa.Table(
+    "rc_ledger_lifetimes", metadata,
+    sa.Column("lifetime_id", sa.String(32), primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("pipeline", sa.String(200), nullable=False),
+    sa.Column("run_id", sa.String(32)),
+    sa.Column("resource", sa.String(200), nullable=False),
+    sa.Column("host", sa.String(200), nullable=False),
+    sa.Column("pid", sa.Integer),
+    sa.Column("workers", sa.Integer, nullable=False),
+    sa.Column("started_at", sa.DateTime, nullable=False),
+    sa.Column("heartbeat_at", sa.DateTime, nullable=False),
+    sa.Column("stopped_at", sa.DateTime),
+)
+# Tables a read-only reader may find missing (a ledger an older ragcost wrote): read as empty.
+OPTIONAL_TABLES = {"rc_ledger_lifetimes"}
+LIFETIME_KINDS = ("serve", "batch")
+
 _STAGE_DEFAULTS = {"items": 1, "calls": 1, "retries": 0, "failures": 0, "bytes": 0, "wall_seconds": 0.0,
                    "input_tokens": None, "cached_input_tokens": None, "output_tokens": None,
                    "cpu_seconds": None, "busy_share": None, "tokens_estimated": False}
@@ -178,6 +203,9 @@ class Ledger:
                 try:
                     have = set(conn.execute(sa.select(sa.text("*")).select_from(sa.table(table.name)).limit(0)).keys())
                 except sa.exc.DBAPIError:
+                    if table.name in OPTIONAL_TABLES:
+                        conn.rollback()  # PostgreSQL: the failed statement aborted the transaction
+                        continue
                     raise StoreError(f"no ledger tables in {shown_url(self.url)}; run `ragcost query` first") from None
                 self._columns[table.name] = have
 
@@ -283,6 +311,53 @@ class Ledger:
         order = {qid: i for i, qid in enumerate(ids)}
         srows.sort(key=lambda r: (order[r["query_id"]], r["seq"] if r["seq"] is not None else 0))
         return qrows, srows
+
+    # ---- provisioned capacity: the lifetimes of the processes that held it ----------------------
+    def start_lifetime(self, kind: str, pipeline: str, resource: str, run_id: str | None = None,
+                       workers: int = 1, host: str | None = None, pid: int | None = None,
+                       at: datetime | None = None) -> str:
+        """Record that a process holding ``resource`` started (``at``, default now); returns its id."""
+        import os
+        import socket
+
+        if kind not in LIFETIME_KINDS:
+            raise StoreError(f"ledger: lifetime kind {kind!r} is not one of {', '.join(LIFETIME_KINDS)}")
+        if workers < 1:
+            raise StoreError(f"ledger: lifetime workers={workers}; a process stands for at least 1 worker")
+        lid = _new_id()
+        now = _naive_utc(at) if at else utcnow()
+        with self.engine.begin() as conn:
+            conn.execute(sa.insert(lifetimes).values(
+                lifetime_id=lid, kind=kind, pipeline=pipeline, run_id=run_id, resource=resource,
+                host=host or socket.gethostname(), pid=os.getpid() if pid is None else pid, workers=workers,
+                started_at=now, heartbeat_at=now, stopped_at=None))
+        return lid
+
+    def heartbeat(self, lifetime_id: str, at: datetime | None = None) -> None:
+        """The process is still alive: a crash after this is bounded by it."""
+        with self.engine.begin() as conn:
+            conn.execute(sa.update(lifetimes).where(lifetimes.c.lifetime_id == lifetime_id)
+                         .values(heartbeat_at=_naive_utc(at) if at else utcnow()))
+
+    def stop_lifetime(self, lifetime_id: str, at: datetime | None = None) -> None:
+        now = _naive_utc(at) if at else utcnow()
+        with self.engine.begin() as conn:
+            conn.execute(sa.update(lifetimes).where(lifetimes.c.lifetime_id == lifetime_id)
+                         .values(heartbeat_at=now, stopped_at=now))
+
+    def has_lifetimes_table(self) -> bool:
+        have = getattr(self, "_columns", None)
+        return have is None or lifetimes.name in have
+
+    def read_lifetimes(self, pipeline: str | None = None) -> list[dict]:
+        """Every lifetime row (of ``pipeline``'s processes), oldest first; [] for a ledger without the table."""
+        if not self.has_lifetimes_table():
+            return []
+        q = sa.select(*self._cols(lifetimes))
+        if pipeline is not None:
+            q = q.where(lifetimes.c.pipeline == pipeline)
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(q.order_by(lifetimes.c.started_at, lifetimes.c.lifetime_id))]
 
     def list_runs(self) -> list[dict]:
         with self.engine.connect() as conn:

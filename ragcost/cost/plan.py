@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
-from ragcost.cost.capacity import hnswlib_bytes_per_vector
+from ragcost.cost.capacity import hnswlib_bytes
 from ragcost.cost.storage import holds_float32, storage_bytes
 from ragcost.errors import ConfigError
 
@@ -110,7 +110,7 @@ def index_bytes(n: int, dim: int, precision: str = "float32", kind: str = "flat"
     if kind == "flat":
         per = vec
     elif kind == "hnsw":
-        per = hnswlib_bytes_per_vector(dim, M, vector_bytes=vec)  # level 0, upper levels, per-element bookkeeping
+        return hnswlib_bytes(n, dim, M, vector_bytes=vec)  # as loaded: the formula query charges (bench.hnswlib_ram)
     elif kind == "ivf_flat":
         per = vec + 8  # inverted lists also store a 64-bit id per vector
     elif kind == "ivf_pq":
@@ -136,23 +136,35 @@ def index_ram_bytes(n: int, dim: int, precision: str = "float32", kind: str = "f
     return ram, own
 
 
-def usd_per_million_tokens(usd_per_hour: float, tokens_per_second: float, busy: float = 1.0) -> float:
+# The one idle rule `plan` uses for $ per 1M tokens and payback alike, in two views side by side:
+# - "fully loaded": the instance is provisioned all month (a cloud GPU stays on); idle hours are paid,
+#   so a busy share b spreads each hour's price over b x the tokens. What a reserved or always-on GPU costs.
+# - "busy": only busy hours are paid (serverless, or turned off when idle): the bill at 100% utilization.
+VIEWS = ("fully loaded", "busy")
+
+
+def usd_per_million_tokens(usd_per_hour: float, tokens_per_second: float, busy: float = 1.0,
+                           idle_paid: bool = True) -> float:
     """What 1M tokens cost on an instance producing ``tokens_per_second`` while busy ``busy`` of the time.
 
-    A free instance (``usd_per_hour`` 0) costs $0 per 1M tokens.
+    ``idle_paid`` (fully loaded): the idle hours are paid too, so the price is divided by ``busy``;
+    otherwise (busy view) only busy hours are paid and ``busy`` does not matter. A free instance costs $0.
     """
     if usd_per_hour < 0 or tokens_per_second <= 0 or not 0 < busy <= 1:
         raise ConfigError("usd_per_hour must be >= 0, tokens_per_second > 0 and busy in (0, 1]")
-    return usd_per_hour / (tokens_per_second * 3600 * busy) * 1e6
+    return usd_per_hour / (tokens_per_second * 3600 * (busy if idle_paid else 1.0)) * 1e6
 
 
 def payback_months(purchase_usd: float, cloud_usd_per_hour: float, power_kw: float, usd_per_kwh: float,
-                   busy: float = 1.0, hours_per_month: float = 730) -> Optional[float]:
-    """Months until owning a GPU beats renting it for the same busy hours; None if it never does.
+                   busy: float = 1.0, hours_per_month: float = 730, idle_paid: bool = True) -> Optional[float]:
+    """Months until owning a GPU beats renting it; None if it never does.
 
-    Saving per busy hour = cloud $/h - power kW x $/kWh; idle power, space and staff are not counted.
+    The same idle rule as :func:`usd_per_million_tokens`: ``idle_paid`` (fully loaded) rents the cloud
+    GPU all ``hours_per_month``, busy or idle; otherwise (busy view) only the busy hours are rented.
+    On-prem power is paid for the busy hours (kW x $/kWh); idle power, space and staff are not counted.
     """
-    saving = hours_per_month * busy * (cloud_usd_per_hour - power_kw * usd_per_kwh)
+    rented = hours_per_month * (1.0 if idle_paid else busy)
+    saving = rented * cloud_usd_per_hour - hours_per_month * busy * power_kw * usd_per_kwh
     if saving <= 0:
         return None
     return purchase_usd / saving

@@ -9,6 +9,15 @@ Three kinds of resource, told apart by ``kind``:
 - ``storage``: $ per GB-month for the index in RAM and on disk, amortised per query by the
   book's ``queries_per_month``. GB here is GiB (2**30 bytes), as cloud block storage and RAM are sold.
 
+A book may also declare ``fleet``: always-on capacity that ragcost does not run itself (a vLLM GPU
+server, a hosted vector database on an instance), as a count of instances of a ``time`` resource::
+
+    fleet:
+      gpu-h100: {count: 2, note: "two vLLM servers behind the load balancer, on all month"}
+
+Every hour of a report's window then pays ``count x usd_per_hour`` of that resource, busy or not
+(:mod:`ragcost.cost.bill`). A fleet entry naming an unknown or non-time resource is refused.
+
 Every price names its ``source`` (a URL or a document, never empty) and the date it was taken
 (``as_of``: its own, else the book's); a date in the future or before 2000 is refused, and a price
 older than the book's ``max_age_days`` (default 365) is reported stale by :func:`book_age`.
@@ -104,6 +113,13 @@ class StorageResource(Strict):
 Resource = Annotated[Union[TimeResource, TokenResource, StorageResource], Field(discriminator="kind")]
 
 
+class FleetEntry(Strict):
+    """Always-on instances of one time resource, paid for every hour whether they serve or idle."""
+
+    count: Annotated[int, Field(ge=0, description="instances always on (0 = none)")]
+    note: Optional[str] = None
+
+
 class PriceBook(Strict):
     """A whole price book; ``name`` is where it came from (for messages), not part of the YAML."""
 
@@ -113,6 +129,7 @@ class PriceBook(Strict):
     currency: Literal["USD"] = "USD"
     queries_per_month: Annotated[int, Field(gt=0)]
     resources: dict[str, Resource]
+    fleet: dict[str, FleetEntry] = Field(default_factory=dict)  # always-on capacity ragcost does not run
     description: Optional[str] = None
 
     _name: str = "<price book>"
@@ -185,6 +202,17 @@ def parse_price_book(data: Any, source: str) -> PriceBook:
             where = f"{source}:{pos[0]}:{pos[1]}" if pos else source
             raise ConfigError(f"{where}: resources.{name}.as_of: {res.as_of} is after the book's as_of {book.as_of}; "
                               f"a price cannot be newer than the book that lists it: update the book's as_of and version")
+    for name, entry in book.fleet.items():
+        pos = position(data, ["fleet", name])
+        where = f"{source}:{pos[0]}:{pos[1]}" if pos else source
+        res = book.resources.get(name)
+        if res is None:
+            known = ", ".join(sorted(n for n, r in book.resources.items() if r.kind == "time")) or "(none)"
+            raise ConfigError(f"{where}: fleet.{name}: unknown resource {name!r}; a fleet entry names a time resource "
+                              f"of this book (known: {known}) -- add it under resources or fix the name")
+        if not isinstance(res, TimeResource):
+            raise ConfigError(f"{where}: fleet.{name}: resource {name!r} is {res.kind}-priced; always-on capacity "
+                              "is an instance billed by the hour (kind: time)")
     return book
 
 

@@ -92,6 +92,8 @@ class Report:
     pipeline: Optional[str] = None
     percentile_method: str = PERCENTILE_METHOD
     notes: list[str] = field(default_factory=list)
+    # Marginal and fully loaded, per resource (ragcost.cost.bill.Bill.to_dict); None until a price book is applied.
+    bill: Optional[dict[str, Any]] = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -197,6 +199,8 @@ def to_json(report: Report) -> str:
     return json.dumps(json_safe(report.to_dict()), indent=2, allow_nan=False)
 
 
+BILL_COLUMNS = ["resource", "basis", "provisioned_hours", "busy_hours", "utilization", "usd_marginal", "usd_fully_loaded",
+                "usd_per_query_fully_loaded", "usd_per_useful_fully_loaded"]
 CSV_COLUMNS = ["stage", "calls", "calls_per_query", "p50_s", "p95_s", "p99_s", "input_tokens_per_query",
                "cached_input_tokens_per_query", "output_tokens_per_query", "tokens_per_query", "retries",
                "failures", "usd", "usd_per_query", "share", "useful", "usd_per_useful"]
@@ -206,10 +210,12 @@ TOTAL_COLUMNS = ["queries", "successful", "usd_per_1k_queries", "usd_per_success
 def to_csv(report: Report) -> str:
     """One row per stage and a final ``(total)`` row that also carries the totals-only columns."""
     out = io.StringIO()
-    w = csv.DictWriter(out, fieldnames=CSV_COLUMNS + TOTAL_COLUMNS, lineterminator="\n")
+    w = csv.DictWriter(out, fieldnames=CSV_COLUMNS + TOTAL_COLUMNS + BILL_COLUMNS, lineterminator="\n")
     w.writeheader()
     for r in report.stages:
         w.writerow({k: v for k, v in asdict(r).items() if k in CSV_COLUMNS})
+    for r in (report.bill or {}).get("resources", []):  # the bill: one row per resource, stage "(resource)"
+        w.writerow({"stage": "(resource)", **{k: r.get(k) for k in BILL_COLUMNS}})
     t = report.totals
     w.writerow({
         "stage": "(total)", "calls": sum(r.calls for r in report.stages),
@@ -218,6 +224,10 @@ def to_csv(report: Report) -> str:
         "usd": t.usd, "usd_per_query": t.usd_per_request, "share": 1.0 if t.usd else None,
         "useful": t.useful, "usd_per_useful": t.usd_per_useful,
         **{k: getattr(t, k) for k in TOTAL_COLUMNS},
+        **({"usd_marginal": report.bill["usd_marginal"], "usd_fully_loaded": report.bill["usd_fully_loaded"],
+            "usd_per_query_fully_loaded": report.bill["usd_per_query_fully_loaded"],
+            "usd_per_useful_fully_loaded": report.bill["usd_per_useful_fully_loaded"],
+            "basis": report.bill["basis"]} if report.bill else {}),
     })
     return out.getvalue()
 
@@ -250,6 +260,35 @@ def _route_table(report: Report) -> "FittedTable":
     return FittedTable(("route", "queries\n(ok)", "calls", "tokens", "$", "$\n/success", "p50\nms", "p95\nms"), cells,
                        title="by route", simple=True,
                        caption="route: the targets a query went to in order (small>large: escalated); latency per query")
+
+
+def _hours(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:.4g}"
+
+
+def bill_table(bill: dict[str, Any]):
+    """Per resource: provisioned and busy hours, utilization, $ marginal and $ fully loaded; the totals both ways."""
+    from rich.console import Group
+
+    res = bill["resources"]
+    marg = money_column([r["usd_marginal"] for r in res] + [bill["usd_marginal"]])
+    full = money_column([r["usd_fully_loaded"] for r in res] + [bill["usd_fully_loaded"]])
+    cells = [[r["resource"], r["basis"], _hours(r["provisioned_hours"]), _hours(r["busy_hours"]),
+              "-" if r["utilization"] is None else f"{r['utilization'] * 100:.3g}%", m, f]
+             for r, m, f in zip(res, marg, full)]
+    cells.append(["total", bill["basis"], "", "", "", marg[-1], full[-1]])
+    span = (f"{bill['window_start']} .. {bill['window_end']} ({bill['window_hours']:.4g} h)"
+            if bill["window_start"] else "empty")
+    table = FittedTable(("resource", "fully loaded from", "provisioned\nh", "busy\nh", "util", "$\nmarginal",
+                         "$ fully\nloaded"), cells, names=2, simple=True, title=f"the bill - window {span}",
+                        caption="marginal: busy time only (the bill at 100% utilization); fully loaded: what the "
+                                "provisioned capacity cost in the window")
+    pq = money_column([bill["usd_per_query_marginal"], bill["usd_per_query_fully_loaded"]])
+    pu = money_column([bill["usd_per_useful_marginal"], bill["usd_per_useful_fully_loaded"]], missing="n/a (0 useful)")
+    lines = [f"$ per query: marginal {pq[0]}, fully loaded {pq[1]} ({bill['queries']} queries)",
+             f"$ per useful document: marginal {pu[0]}, fully loaded {pu[1]} ({bill['useful']} useful)",
+             *bill["notes"]]
+    return Group(table, *lines)
 
 
 def _useful_table(report: Report) -> "FittedTable":

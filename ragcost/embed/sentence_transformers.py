@@ -74,6 +74,9 @@ class SentenceTransformersEmbedder(Embedder):
     def warm_up(self) -> None:
         if self._model is not None:
             return
+        from ragcost.embed.threads import apply_torch_threads
+
+        apply_torch_threads()
         SentenceTransformer = sentence_transformers_class("SentenceTransformer", "the sentence-transformers embedder")
         device = torch_device(self.config.device)
         extra: dict[str, Any] = {}

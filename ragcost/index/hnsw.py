@@ -15,6 +15,10 @@ from ragcost.index.exact import exact_search
 from ragcost.index.params import HNSWBuild, HNSWSearch
 
 
+# hnswlib's saveIndex header: six size_t, maxlevel and the entry point (4 bytes each), five size_t and mult.
+_HNSWLIB_HEADER = 6 * 8 + 4 + 4 + 5 * 8
+
+
 def _pad(scores: np.ndarray, labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Widen (q, k') results to (q, k) with -inf / -1."""
     out_s = np.full((len(scores), k), -np.inf, dtype=np.float32)
@@ -169,16 +173,19 @@ class HnswlibIndex(VectorIndex):
         self._top = None
 
     def nbytes(self) -> int:
-        """Estimate of hnswlib's memory: vectors, labels, level-0 links and upper-level links."""
+        """hnswlib's allocation as loaded (:func:`ragcost.cost.capacity.hnswlib_bytes`, the formula
+        ``plan`` uses too): its max_elements slots, and the upper levels' link lists measured from
+        the serialised size (the file holds level 0, then each element's 4-byte length and links)."""
+        from ragcost.cost.capacity import hnswlib_bytes
+
         n = len(self)
         if n == 0:
             return 0
-        m = self._index.M
-        level0 = self.dim * 4 + 8 + 4 + 2 * m * 4  # vector, label, link count, 2*M links
-        # Levels are geometric with mult 1/ln(M): an element has 1/(M-1) upper levels on average.
-        upper = (4 + m * 4) / max(m - 1, 1)
-        per_element = level0 + upper + 8 + 4  # plus the link-list pointer and level number
-        return int(math.ceil(n * per_element))
+        m = int(self._index.M)
+        level0 = self.dim * 4 + 8 + 4 + 2 * m * 4
+        upper = int(self._index.index_file_size()) - _HNSWLIB_HEADER - n * (level0 + 4)
+        return hnswlib_bytes(n, self.dim, m, max_elements=int(self._index.max_elements),
+                             upper_link_bytes=max(upper, 0))
 
     def __len__(self) -> int:
         return 0 if self._index is None else int(self._index.get_current_count())

@@ -121,8 +121,11 @@ class Session:
 
     def warm_up(self) -> None:
         """Load every model and the index now, so the first query is not the slow one."""
+        from ragcost.runtime.cpu import METER
+
         self.pipe.warm_up()
         self._storage = self.pipe.storage_bytes()
+        METER.baseline()  # loading the models is no query's CPU
         if self.ledger is not None and self.run_id is None:
             self.run_id = self.ledger.start_run("query", self.name, self.pipe.price_book.version, {"path": str(self.pipe.path)})
 
@@ -165,10 +168,13 @@ class Session:
     def run_batch(self, states: list[QueryState], on_event: Optional[OnEvent] = None) -> list[Answer]:
         """One batch through every stage; each answer carries its ledger rows (not yet written)."""
         from ragcost.cost.compute import stage_row, storage_row
+        from ragcost.runtime.cpu import METER
         from ragcost.runtime.query import useful_count
+        from ragcost.runtime.runner import overhead_call
 
         if self._storage is None:
             self.warm_up()
+        METER.own_thread()
         with self._lock:
             for g in self._gens:
                 g.on_event = on_event
@@ -177,6 +183,10 @@ class Session:
             finally:
                 for g in self._gens:
                     g.on_event = None
+            # CPU outside stage calls since the last claim (ledger writes, parsing): an overhead row.
+            over = overhead_call(res.states, self.pipe.config.resource, self.pipe.price_book)
+            if over is not None:
+                res.calls.append(over)
         book = self.pipe.price_book
         out = []
         for s in res.states:

@@ -10,7 +10,8 @@ from ragcost.cost.stats import percentile
 from ragcost.cost.useful import cost_per_useful
 from ragcost.runtime.judge import judge_label, useful_count  # noqa: F401  (useful_count: re-exported)
 from ragcost.runtime.pipeline import Pipeline
-from ragcost.runtime.runner import StageCall
+from ragcost.runtime.cpu import METER
+from ragcost.runtime.runner import StageCall, overhead_call
 from ragcost.records import QueryState
 
 
@@ -51,6 +52,7 @@ class QueryRun:
     price_book_version: str
     useful: list[float] = field(default_factory=list)  # per state, by the pipeline's judge (expected: a float); 0 for a failed, blocked or abstaining query
     judge: str = ""  # the judge that counted them, e.g. "cited" or "score >= 0.61"
+    book: Any = None  # the price book it was priced with (for the fully loaded figure at declared traffic)
 
     @property
     def total_usd(self) -> float:
@@ -69,6 +71,20 @@ class QueryRun:
     def storage_usd_per_useful(self) -> Optional[float]:
         """Storage is charged to every query, so its useful documents are all of them."""
         return cost_per_useful(self.storage_usd, self.useful_total)
+
+    def usd_by_resource(self) -> dict[str, float]:
+        """The run's marginal dollars per price-book resource (storage apart)."""
+        out: dict[str, float] = {}
+        for c in self.calls:
+            out[c.record.resource] = out.get(c.record.resource, 0.0) + c.cost_usd
+        return out
+
+    def declared_traffic(self, book) -> tuple[float, list[str]]:
+        """Fully loaded $ per query if the book's declared traffic ran like this run (ragcost.cost.bill)."""
+        from ragcost.cost.bill import declared_traffic_per_query
+
+        n = len(self.states)
+        return declared_traffic_per_query(self.usd_by_resource(), n, self.storage_usd / n if n else 0.0, book)
 
     def stage_stats(self) -> list[StageStats]:
         """Per stage, in first-seen order; every call is one latency sample, with the useful documents it served."""
@@ -110,6 +126,8 @@ def run_queries(
     if pipe.config.useful.judge == "calibrated":
         pipe.calibration  # noqa: B018  (refused before any query runs when fit for another configuration)
     pipe.warm_up()
+    METER.own_thread()
+    METER.baseline()  # loading the models is no query's CPU
     states: list[QueryState] = []
     useful: list[float] = []
     calls: list[StageCall] = []
@@ -117,10 +135,16 @@ def run_queries(
     tracer = _tracer(pipe, ledger_url)  # reads the ledger's recent latencies before this run writes to it
     ledger = _open_ledger(pipe, ledger_url) if write_ledger else None
     run_id = ledger.start_run("query", pipe.config.name, pipe.price_book.version, {"path": str(pipe.path)}) if ledger else None
+    # A batch holds its instance for its wall time: that is its provisioned time (ragcost.cost.bill).
+    life = ledger.start_lifetime("batch", pipe.config.name, pipe.config.resource, run_id) if ledger else None
     try:
         for i in range(0, len(items), batch_size):
             batch = [QueryState(text=t, id=qid, k=default_k, filter=expr) for qid, t in items[i : i + batch_size]]
             res = pipe.run(batch)
+            # CPU outside stage calls since the last batch (its ledger writes, this one's parsing).
+            over = overhead_call(res.states, pipe.config.resource, pipe.price_book)
+            if over is not None:
+                res.calls.append(over)
             counts = [useful_count(pipe, s) for s in res.states]
             states.extend(res.states)
             useful.extend(counts)
@@ -128,13 +152,17 @@ def run_queries(
             storage += res.storage_usd_per_query * len(batch)
             if ledger:
                 _write_ledger(pipe, ledger, run_id, res, counts)
+                ledger.heartbeat(life)  # a crash later still bounds the run's provisioned time
             if tracer:
                 _trace(tracer, res, pipe)
     finally:
         if ledger:
+            ledger.stop_lifetime(life)
             ledger.finish_run(run_id)
             ledger.close()
-    return QueryRun(pipe.config.name, states, calls, storage, pipe.price_book.version, useful, judge_label(pipe))
+    run = QueryRun(pipe.config.name, states, calls, storage, pipe.price_book.version, useful, judge_label(pipe))
+    run.book = pipe.price_book
+    return run
 
 
 def _tracer(pipe: Pipeline, ledger_url: Optional[str] = None):

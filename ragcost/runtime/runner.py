@@ -1,11 +1,15 @@
 """The one runner: ``ragcost query`` and ``ragcost eval`` both run stages through it.
 
-It times every stage call (wall seconds for latency, and process CPU seconds -- all threads,
-``time.process_time`` -- which CPU resources are priced by), counts items and calls, prices it from the price book
+It times every stage call (wall seconds for latency, and the CPU seconds of the threads doing its
+work -- the calling thread and the library pools it drives, :mod:`ragcost.runtime.cpu`; stage calls
+in one process run one at a time so the pools work for one call -- which CPU resources are priced
+by), counts items and calls, prices it from the price book
 (``ragcost.cost.compute``, the one place cost is computed) and keeps which queries each call
 served, so the ledger charges a batch call only to those queries. A stage that reports
 per-query records (``QueryState.usage``: generate attempts) has those priced instead of the
-query's share of the call. Queries that a stage finished, blocked or failed skip later stages;
+query's share of the call; those of them on a CPU-priced resource that the stage timed by its own
+clock (a generate attempt, the generate stage's own time) are given the call's measured CPU,
+split over their busy periods by wall time, so generation on a CPU follows the CPU rule. Queries that a stage finished, blocked or failed skip later stages;
 their outcome and the stage that decided it stay on the state for the ledger.
 """
 
@@ -13,13 +17,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from time import perf_counter, process_time
+from time import perf_counter
 from typing import Optional, Sequence
 
 from ragcost.cost.compute import cost_of
 from ragcost.cost.pricebook import PriceBook
 from ragcost.errors import RagcostError, StageError
 from ragcost.records import QueryState, UsageRecord
+from ragcost.runtime.cpu import METER
 from ragcost.stages.base import Stage
 
 
@@ -58,6 +63,22 @@ class RunResult:
         return [c for c in self.calls if c.serves(s)]
 
 
+OVERHEAD_STAGE = "overhead"
+
+
+def overhead_call(states: list[QueryState], resource: str, book: PriceBook) -> Optional[StageCall]:
+    """The CPU of ragcost's threads outside stage calls since the last claim, as one priced call
+    shared by ``states`` (``calls`` 0: no latency sample), so their charged CPU equals the threads'."""
+    from ragcost.runtime.cpu import METER
+
+    seconds = METER.claim_overhead()
+    if not states or resource not in book.resources:
+        return None
+    rec = UsageRecord(stage=OVERHEAD_STAGE, resource=resource, items=len(states), calls=0, wall_seconds=0.0,
+                      cpu_seconds=seconds, notes={"what": "process CPU outside stage calls (parsing, ledger writes, HTTP, idle pools)"})
+    return StageCall(rec, cost_of(rec, book), served=list(states))
+
+
 class Runner:
     """Runs batches of queries through ``stages``; measures and prices each call."""
 
@@ -82,18 +103,24 @@ class Runner:
         for s in active:
             s.usage = []
         rec = UsageRecord(stage=stage.name, resource=stage.resource, items=len(active))
-        c0, t0 = process_time(), perf_counter()
+        # The runner measures, never the stage: wall time for latency, the CPU of the call's threads.
         try:
-            stage.run(active, rec)
+            with METER.call() as cpu:
+                t0 = perf_counter()
+                try:
+                    stage.run(active, rec)
+                finally:
+                    rec.wall_seconds = perf_counter() - t0
         except RagcostError:
             raise
         except Exception as e:  # a stage bug or a library failure: recorded, named, and raised
-            _measured(rec, t0, c0)
+            rec.cpu_seconds = cpu.seconds
             rec.failures += 1
             result.calls.append(StageCall(rec, cost_of(rec, self.book), served=active))
             raise StageError(f"stage {stage.name!r} failed: {type(e).__name__}: {e}") from e
-        _measured(rec, t0, c0)
+        rec.cpu_seconds = cpu.seconds
         shared = [s for s in active if not s.usage]
+        self._cpu_of_own_records([own for s in active for own in s.usage], cpu.seconds)
         for s in active:
             for own in s.usage:
                 result.calls.append(StageCall(own, cost_of(own, self.book), own.call_id or new_call_id(), query=s))
@@ -103,10 +130,55 @@ class Runner:
         if shared:
             if len(shared) != len(active):
                 rec.items = len(shared)
+            weighted = self._split_by_work(rec, shared)
+            if weighted:
+                result.calls.extend(weighted)
+                return
             result.calls.append(StageCall(rec, cost_of(rec, self.book), served=shared))
 
+    def _split_by_work(self, rec: UsageRecord, shared: list[QueryState]) -> list[StageCall]:
+        """A time-priced batch call whose stage said what each query made it do (``notes["work"]``,
+        query id -> units, e.g. the answer characters a guard read) is split by that, not evenly:
+        one record per query with ``busy_share`` = its units / all units, the call's CPU once."""
+        import dataclasses
 
-def _measured(rec: UsageRecord, t0: float, c0: float) -> None:
-    """Wall and process CPU time (every thread) since (t0, c0): the runner measures, never the stage."""
-    rec.wall_seconds = perf_counter() - t0
-    rec.cpu_seconds = max(process_time() - c0, 0.0)
+        from ragcost.cost.pricebook import TimeResource
+
+        work = rec.notes.get("work")
+        if not isinstance(work, dict) or len(shared) < 2 or not isinstance(self.book.resources.get(rec.resource), TimeResource):
+            return []
+        units = [max(float(work.get(s.id) or 0.0), 0.0) for s in shared]
+        total = sum(units)
+        if total <= 0:
+            return []
+        cid = new_call_id()
+        out = []
+        for s, u in zip(shared, units):
+            own = dataclasses.replace(rec, items=1, shared_by=len(shared), busy_share=u / total, call_id=cid,
+                                      notes={**rec.notes, "work": u})
+            out.append(StageCall(own, cost_of(own, self.book), cid, query=s))
+        return out
+
+
+    def _cpu_of_own_records(self, records: list[UsageRecord], cpu_seconds: float) -> None:
+        """Per-query records on a CPU-priced resource without CPU time get the call's measured CPU.
+
+        Records of one busy period (one ``call_id``) share its CPU by their ``busy_share``; the
+        periods split the call's CPU by their wall seconds (evenly when none took any), so the
+        records together are charged the call's CPU once -- not wall time x the whole instance.
+        """
+        from ragcost.cost.pricebook import TimeResource
+
+        periods: dict[str, list[UsageRecord]] = {}
+        for r in records:
+            res = self.book.resources.get(r.resource)
+            if r.cpu_seconds is None and isinstance(res, TimeResource) and res.vcpus is not None:
+                periods.setdefault(r.call_id or new_call_id(), []).append(r)
+        if not periods:
+            return
+        walls = {cid: max(float(rs[0].wall_seconds), 0.0) for cid, rs in periods.items()}
+        total = sum(walls.values())
+        for cid, rs in periods.items():
+            part = walls[cid] / total if total > 0 else 1.0 / len(periods)
+            for r in rs:
+                r.cpu_seconds = cpu_seconds * part

@@ -212,6 +212,9 @@ def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first
 
     @asynccontextmanager
     async def lifespan(app):
+        from ragcost.serve.lifetime import start_serve_lifetime, stop_serve_lifetime
+
+        life = start_serve_lifetime(svc)  # provisioned time: from now to shutdown, serving or idle
         warm = asyncio.create_task(svc.start())
         try:  # SIGHUP reloads the keys (only where the loop runs in the main thread)
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, svc.reload_keys)
@@ -224,6 +227,7 @@ def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first
         finally:
             await warm
             await svc.stop()
+            stop_serve_lifetime(life)
 
     def route(path: str, fn: Callable[[Request, Call], Awaitable[Response]], methods: list[str]) -> Route:
         async def endpoint(request: Request) -> Response:

@@ -132,6 +132,8 @@ class GuardStage(Stage):
                     counts["blocked"] += 1
         self._reembed([s for s in redacted_queries if s.error is None], usage)
         usage.notes["guard"] = counts
+        if on == "answer":  # what each query made the checks read: its answer's characters (sentences x length)
+            usage.notes["work"] = {s.id: len(s.answer or "") for s in batch}
         if findings:
             usage.notes["findings"] = findings
         return batch

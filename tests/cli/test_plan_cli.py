@@ -118,18 +118,21 @@ class TestDollars:
     def test_a_free_gpu_costs_nothing_and_has_no_payback(self, capsys):
         code, out, _ = run(capsys, *set_opt(PAYBACK, "--gpu-usd-per-hour", "0"))
         assert code == 0
-        assert "$ per 1M tokens: $0 " in out
-        assert "On-prem payback: n/a, the GPU is free" in out
+        assert "$ per 1M tokens (fully loaded): $0 " in out and "$ per 1M tokens (busy): $0 " in out
+        assert "On-prem payback (fully loaded): n/a, the GPU is free" in out
 
     def test_busy_sets_the_time_share_only(self, capsys):
-        # $3.6/h / (1,000 tokens/s x 3,600 x 0.5) x 1e6 = $2; saving 730 x 0.5 x (3.6 - 0.105) = 1,275.675 $/month
+        # Fully loaded (issue 24: one idle rule, the GPU stays on): $3.6/h / (1,000 tokens/s x 3,600 x 0.5) x 1e6 = $2;
+        # saving 730 x 3.6 - 730 x 0.5 x 0.105 = 2,589.675 $/month -> 9.654 months.
+        # Busy only: $1 per 1M tokens; saving 730 x 0.5 x (3.6 - 0.105) = 1,275.675 $/month -> 19.6 months.
         code, out, _ = run(capsys, *PAYBACK, "--busy", "0.5")
-        assert code == 0 and "$ per 1M tokens: $2 " in out and "On-prem payback: 19.6 months" in out
+        assert code == 0 and "$ per 1M tokens (fully loaded): $2 " in out and "On-prem payback (busy): 19.6 months" in out
+        assert "$ per 1M tokens (busy): $1 " in out and "On-prem payback (fully loaded): 9.654 months" in out
 
     def test_huge_inputs_print_no_float_noise(self, capsys):
         code, out, _ = run(capsys, "--gpu-usd-per-hour", "999999.99", "--tokens-per-second", "0.003")
         assert code == 0
-        result = out.split("$ per 1M tokens: ")[1].split()[0]
+        result = out.split("$ per 1M tokens (fully loaded): ")[1].split()[0]
         assert result == "$92,592,591,667"
 
     def test_utilization_was_split_and_says_into_what(self, capsys):

@@ -24,7 +24,9 @@ def test_pgvector_hnsw_packs_four_384d_elements_per_8k_page():
 
 
 def test_hnswlib_per_vector_is_level0_plus_bookkeeping():
-    assert hnswlib_bytes_per_vector(384, 16) == pytest.approx(384 * 4 + 12 + 128 + 68 / 15 + 92)
+    # bookkeeping (issue 24, measured on load): pointer 8, level 4, lock 40, visited list 2, label map 40,
+    # a malloc header per element with upper levels (16 / M)
+    assert hnswlib_bytes_per_vector(384, 16) == pytest.approx(384 * 4 + 12 + 128 + 68 / 15 + 95)
 
 
 def test_ivf_pq_is_codes_and_ids_plus_centroids_and_codebooks():
@@ -52,3 +54,29 @@ def test_ivf_pq_and_pgvector_count_the_exact_scan_copy_in_ram():
 def test_a_shard_larger_than_the_machine_names_the_shards_needed():
     with pytest.raises(ConfigError, match=r"a shard needs 165\.\d GiB .* 51\.2 GiB usable .*use --shards 4 or more"):
         plan_corpus(100_000_000, 384, "hnsw", 1, 1, 64 * GIB, 0.5)
+
+
+class TestHnswlibAsLoaded:
+    """Issue 24: query charges hnswlib what it allocates once loaded, and plan charges the same per vector."""
+
+    def test_plan_gives_the_bytes_per_vector_query_charges(self, tmp_path):
+        import numpy as np
+
+        from ragcost.config.index import IndexConfig
+        from ragcost.cost.capacity import index_structure_bytes
+        from ragcost.index import index_registry
+
+        n, dim, M = 3000, 32, 8
+        x = np.random.default_rng(0).standard_normal((n, dim)).astype(np.float32)
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        cfg = IndexConfig(backend="hnswlib", kind="hnsw", build={"M": M, "ef_construction": 32})
+        built = index_registry.get("hnswlib")(cfg, dim)
+        built.build(x, np.arange(n, dtype=np.int64))
+        built.save(tmp_path / "i.bin")
+        loaded = index_registry.get("hnswlib")(cfg, dim)
+        loaded.load(tmp_path / "i.bin")
+        query = loaded.nbytes()
+        assert query == built.nbytes()
+        # plan's expected upper levels against the file's measured ones: the same formula, within 1%
+        assert index_structure_bytes(n, dim, "hnsw", M=M) == pytest.approx(query, rel=0.01)
+        assert query > 65536 * 40  # the label locks hnswlib allocates once per index are charged

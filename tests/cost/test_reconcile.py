@@ -100,6 +100,7 @@ class Run:
     calls_by_text: dict[str, list]  # query text -> the StageCalls that served it, in ledger order
     storage_ram: int
     storage_disk: int
+    lives: list = None  # the lifetime rows (issue 24): the batch's provisioned time
 
 
 @pytest.fixture(scope="module", params=["duckdb", "postgres"])
@@ -126,16 +127,18 @@ def run(request, tmp_path_factory) -> Run:
             mp.setattr(query_mod, "run_queries", lambda *x, **kw: captured.append(real(*x, **kw)) or captured[-1])
             code, out = cli("query", path, "--queries", qfile, "--json", "--ledger", ledger)
         assert code == 0, out
-        code, rep = cli("report", "--ledger", ledger, "--json")
+        # --pricing: the bill (issue 24) prices provisioned hours with the book the rows were priced with
+        code, rep = cli("report", "--ledger", ledger, "--json", "--pricing", folder / "book.yaml")
         assert code == 0, rep
         from ragcost.cost.ledger import Ledger
 
         with Ledger(ledger, read_only=True) as led:
             qrows, srows = led.read()
+            lives = led.read_lifetimes()
         ram, disk = measured_storage(folder / "index", store)
         [qrun] = captured
         calls = {s.text: qrun_calls(qrun, s) for s in qrun.states}
-        yield Run(request.param, json.loads(out), json.loads(rep), qrows, srows, calls, ram, disk)
+        yield Run(request.param, json.loads(out), json.loads(rep), qrows, srows, calls, ram, disk, lives)
 
 
 def write_pipeline(folder: Path, store: str, a: FaultServer, b: FaultServer, c: FaultServer) -> Path:
@@ -316,6 +319,24 @@ class TestEveryDollarReconciles:
         assert math.isclose(run.query_json["total_usd"], run.report_json["totals"]["usd"], rel_tol=0, abs_tol=TOL)
 
 
+    def test_fully_loaded_cpu_is_the_batch_wall_time_at_the_hourly_price(self, run):
+        """Issue 24: a batch run holds its instance for its wall time; utilization = busy / provisioned."""
+        [life] = run.lives
+        assert life["kind"] == "batch" and life["resource"] == "cpu" and life["stopped_at"] is not None
+        held_h = (life["stopped_at"] - life["started_at"]).total_seconds() / 3600
+        cpu = {r["resource"]: r for r in run.report_json["bill"]["resources"]}["cpu"]
+        assert math.isclose(cpu["provisioned_hours"], held_h, rel_tol=1e-9)
+        assert math.isclose(cpu["usd_fully_loaded"], held_h * BOOK["resources"]["cpu"]["usd_per_hour"], abs_tol=1e-9)
+        calls = {r["call_id"]: r["cpu_seconds"] for r in run.srows if r["resource"] == "cpu"}
+        busy_h = sum(calls.values()) / BOOK["resources"]["cpu"]["vcpus"] / 3600  # each call's CPU once
+        assert math.isclose(cpu["busy_hours"], busy_h, rel_tol=1e-9)
+        assert math.isclose(cpu["utilization"], busy_h / held_h, rel_tol=1e-9)
+
+    def test_the_runs_charged_cpu_includes_an_overhead_row(self, run):
+        over = [r for r in run.srows if r["stage"] == "overhead"]
+        assert len(over) == 5 and len({r["call_id"] for r in over}) == 1 and over[0]["cpu_seconds"] >= 0
+
+
 # ---- the generate-stage accounting rules (issue 12, build 3) ------------------------------------
 
 
@@ -359,3 +380,4 @@ class TestGenerationAccounting:
             own = [r for r in rows if r["stage"].startswith("generate") and r["resource"] == "cpu"]
             assert len(own) == 1, text
             assert own[0]["wall_seconds"] > 0 and own[0]["cost_usd"] > 0
+

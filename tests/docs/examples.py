@@ -292,8 +292,13 @@ def _load(kind: str, text: str, data: object, line: int, block: Block) -> Option
     if not isinstance(data, dict):
         return f"{block.where}: a {kind} YAML block must be a mapping, not {type(data).__name__}"
     missing = {k: v for k, v in FILL.get(kind, {}).items() if k not in data}
+    if kind == "pricing" and "resources" not in data:  # e.g. a fleet: block, shown "beside resources:"
+        from ragcost.config.base import plain
+        from ragcost.config.loader import read_yaml
+
+        missing["resources"] = plain(read_yaml(REPO / "pricing" / "default.yaml"))["resources"]
     if missing:
-        text = text.rstrip("\n") + "\n" + "".join(f"{k}: {json.dumps(v)}\n" for k, v in missing.items())
+        text = text.rstrip("\n") + "\n" + "".join(f"{k}: {json.dumps(v, default=str)}\n" for k, v in missing.items())
     folder = "eval-blocks" if kind in ("eval", "routing") else "docs-blocks"
     path = project() / folder / f"block-{line}.yaml"
     path.parent.mkdir(exist_ok=True)

@@ -1,0 +1,252 @@
+"""The bill: marginal and fully loaded cost of a window, per resource, from the ledger and the price book.
+
+- **Marginal** is the sum of the rows' ``cost_usd``: every call paid for the time it kept its
+  resource busy (CPU-seconds / vCPUs, a GPU's busy periods), tokens, storage spread over the
+  book's ``queries_per_month``. It is the bill at 100% utilization.
+- **Busy hours** of a time resource are the hours its marginal dollars paid for:
+  ``marginal $ / usd_per_hour`` (CPU: CPU-seconds / vCPUs / 3600).
+- **Provisioned hours** of a time resource in the window ``[start, end]`` are the union, per host,
+  of the lifetimes the ledger holds for it (``ragcost serve`` with its heartbeats, a batch
+  ``ragcost query``), clipped to the window -- several workers on one host hold that host once --
+  plus ``fleet.<resource>.count x window hours`` the book declares always on.
+- **Fully loaded** of a time resource with provisioned hours: ``provisioned hours x usd_per_hour``
+  (never below its marginal: if it is, work ran outside any recorded lifetime and a note says so).
+  Without provisioned hours the resource falls back to the book's **declared traffic**: at
+  ``queries_per_month`` queries a month of this window's busy time per query it needs
+  ``ceil(queries_per_month x busy hours per query / 730)`` (at least 1) instances always on, so a
+  query pays ``instances x usd_per_hour x 730 / queries_per_month``; the figure is labelled so.
+  Token-priced resources have no idle time: fully loaded = marginal. Storage over a window with
+  provisioned time is its GiB-months for the window's hours, spread over the window's real queries;
+  otherwise its marginal (already per declared traffic).
+
+Pure functions over plain rows; :func:`build_bill` is what ``report`` calls.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any, Iterable, Mapping, Optional
+
+from ragcost.cost.pricebook import PriceBook, StorageResource, TimeResource, TokenResource
+
+HOURS_PER_MONTH = 730
+DECLARED = "declared traffic"
+RECORDED = "recorded lifetimes"
+FLEET = "fleet"
+
+
+@dataclass
+class ResourceBill:
+    """One resource's line of the bill."""
+
+    resource: str
+    kind: str  # time | tokens | storage | unknown (not in the current book)
+    usd_per_hour: Optional[float]
+    basis: str  # how fully loaded was found: recorded lifetimes, fleet, both, declared traffic, per token, storage
+    provisioned_hours: Optional[float]  # None: no provisioned data (declared traffic) or not time-priced
+    busy_hours: Optional[float]
+    utilization: Optional[float]  # busy / provisioned; None without provisioned hours
+    usd_marginal: float
+    usd_fully_loaded: float
+    instances: Optional[int] = None  # declared traffic: instances always on that traffic needs
+
+
+@dataclass
+class Bill:
+    """A window's bill: per resource, the totals, and per query and per useful document both ways."""
+
+    window_start: Optional[str]
+    window_end: Optional[str]
+    window_hours: float
+    queries: int
+    useful: int
+    resources: list[ResourceBill]
+    usd_marginal: float
+    usd_fully_loaded: float
+    usd_per_query_marginal: Optional[float]
+    usd_per_query_fully_loaded: Optional[float]
+    usd_per_useful_marginal: Optional[float]
+    usd_per_useful_fully_loaded: Optional[float]
+    basis: str  # provisioned | declared traffic | mixed | none
+    queries_per_month: int
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _div(a: float, b: float) -> Optional[float]:
+    return a / b if b else None
+
+
+def merged_hours(spans: Iterable[tuple[datetime, datetime]], lo: Optional[datetime], hi: Optional[datetime]) -> float:
+    """Hours of the union of ``spans`` clipped to ``[lo, hi]`` (an open side is not clipped)."""
+    clipped = []
+    for s, e in spans:
+        s = max(s, lo) if lo is not None else s
+        e = min(e, hi) if hi is not None else e
+        if e > s:
+            clipped.append((s, e))
+    total, cur_s, cur_e = 0.0, None, None
+    for s, e in sorted(clipped):
+        if cur_e is not None and s <= cur_e:
+            cur_e = max(cur_e, e)
+            continue
+        if cur_e is not None:
+            total += (cur_e - cur_s).total_seconds()
+        cur_s, cur_e = s, e
+    if cur_e is not None:
+        total += (cur_e - cur_s).total_seconds()
+    return total / 3600.0
+
+
+def lifetime_end(row: Mapping[str, Any]) -> datetime:
+    """A lifetime ends when it stopped; a crashed or live one at its last heartbeat (a lower bound)."""
+    return row.get("stopped_at") or row.get("heartbeat_at") or row["started_at"]
+
+
+def provisioned_hours(lifetimes: Iterable[Mapping[str, Any]], lo: Optional[datetime], hi: Optional[datetime]) -> dict[str, float]:
+    """Per resource: the union per host of its lifetimes, clipped to the window, summed over hosts."""
+    by: dict[tuple[str, str], list[tuple[datetime, datetime]]] = {}
+    for r in lifetimes:
+        by.setdefault((r["resource"], r.get("host") or ""), []).append((r["started_at"], lifetime_end(r)))
+    out: dict[str, float] = {}
+    for (res, _host), spans in by.items():
+        out[res] = out.get(res, 0.0) + merged_hours(spans, lo, hi)
+    return out
+
+
+def window(qrows: list[dict], lifetimes: list[dict], since: Optional[datetime], until: Optional[datetime]) -> tuple[Optional[datetime], Optional[datetime]]:
+    """The window a bill covers: ``since`` (else the first query or lifetime) to ``until`` (else the last)."""
+    starts = [q["at"] for q in qrows] + [r["started_at"] for r in lifetimes]
+    ends = [q["at"] for q in qrows] + [lifetime_end(r) for r in lifetimes]
+    lo = since if since is not None else (min(starts) if starts else None)
+    hi = until if until is not None else (max(ends) if ends else None)
+    return lo, hi
+
+
+def instances_for(queries_per_month: int, busy_hours_per_query: float) -> int:
+    """Always-on instances that serve ``queries_per_month`` queries of this busy time each (at least one)."""
+    return max(1, math.ceil(queries_per_month * busy_hours_per_query / HOURS_PER_MONTH - 1e-12))
+
+
+def declared_traffic_usd_per_query(res: TimeResource, busy_hours_per_query: float, queries_per_month: int) -> tuple[float, int]:
+    """($ per query, instances) of a time resource kept on for the book's declared traffic."""
+    n = instances_for(queries_per_month, busy_hours_per_query)
+    return n * res.usd_per_hour * HOURS_PER_MONTH / queries_per_month, n
+
+
+def build_bill(qrows: list[dict], srows: list[dict], lifetimes: list[dict], book: PriceBook,
+               since: Optional[datetime] = None, until: Optional[datetime] = None,
+               lifetimes_table: bool = True) -> Bill:
+    """The bill of the selected queries and stage rows, with the lifetimes of the processes that ran them."""
+    from ragcost.cost.compute import STORAGE_STAGE
+
+    lo, hi = window(qrows, lifetimes, since, until)
+    notes: list[str] = []
+    if lo is not None and hi is not None and hi < lo:
+        notes.append(f"the window starts at {lo.isoformat()}, after its end {hi.isoformat()}: no data in it; "
+                     "give an earlier --since")
+        hi = lo
+    hours = (hi - lo).total_seconds() / 3600.0 if lo is not None and hi is not None else 0.0
+    n = len(qrows)
+    useful = sum(int(q.get("useful") or 0) for q in qrows)
+    qpm = book.queries_per_month
+    if not lifetimes_table:
+        notes.append("this ledger has no lifetime table (written by a ragcost before provisioned time was recorded): "
+                      "no provisioned hours; time resources fall back to the book's declared traffic")
+    marginal: dict[str, float] = {}
+    storage_usd, storage_rows = 0.0, 0
+    for r in srows:
+        usd = float(r.get("cost_usd") or 0.0)
+        if r["stage"] == STORAGE_STAGE:
+            storage_usd += usd
+            storage_rows += 1
+            continue
+        marginal[r["resource"]] = marginal.get(r["resource"], 0.0) + usd
+    held = provisioned_hours(lifetimes, lo, hi)
+    held_names = set(held)
+    fleet = {name: e.count for name, e in book.fleet.items() if e.count > 0}
+    names = list(dict.fromkeys([*marginal, *held, *fleet]))
+    lines: list[ResourceBill] = []
+    provisioned_any = False
+    for name in names:
+        res = book.resources.get(name)
+        m = marginal.get(name, 0.0)
+        if res is None:
+            notes.append(f"resource {name!r} is not in {book.name}: its rows stand at their marginal dollars")
+            lines.append(ResourceBill(name, "unknown", None, "marginal (not in the book)", None, None, None, m, m))
+            continue
+        if isinstance(res, TokenResource):
+            lines.append(ResourceBill(name, "tokens", None, "per token", None, None, None, m, m))
+            continue
+        if isinstance(res, StorageResource):  # a stage row on a storage resource: refused when priced; keep it
+            lines.append(ResourceBill(name, "storage", None, "storage", None, None, None, m, m))
+            continue
+        busy = m / res.usd_per_hour if res.usd_per_hour else None
+        prov = held.get(name, 0.0) + fleet.get(name, 0) * hours
+        basis = " + ".join(b for b, on in ((RECORDED, name in held_names), (FLEET, name in fleet)) if on)
+        if prov > 0:
+            provisioned_any = True
+            full = prov * res.usd_per_hour
+            if full < m:
+                notes.append(f"{name}: busy {m / res.usd_per_hour:.6g} h exceeds the {prov:.6g} provisioned h recorded; "
+                             "some work ran outside any recorded lifetime, so fully loaded is its marginal")
+                full = m
+            lines.append(ResourceBill(name, "time", res.usd_per_hour, basis, prov, busy,
+                                      _div(busy or 0.0, prov) if busy is not None else None, m, full))
+            continue
+        per_q = (busy or 0.0) / n if n else 0.0
+        usd_q, inst = declared_traffic_usd_per_query(res, per_q, qpm)
+        lines.append(ResourceBill(name, "time", res.usd_per_hour, f"{DECLARED} ({qpm:,} queries/month)", None, busy, None,
+                                  m, max(usd_q * n, m), inst))
+    if storage_rows:
+        monthly = storage_usd / storage_rows * qpm  # a row charges monthly / queries_per_month
+        by_window = provisioned_any and hours > 0
+        storage_full = monthly * hours / HOURS_PER_MONTH if by_window else storage_usd
+        lines.append(ResourceBill(STORAGE_STAGE, "storage", None,
+                                  "GiB-months of the window" if by_window else f"{DECLARED} ({qpm:,} queries/month)",
+                                  None, None, None, storage_usd, storage_full))
+    total_m = sum(x.usd_marginal for x in lines)
+    total_f = sum(x.usd_fully_loaded for x in lines)
+    declared = [x.resource for x in lines if x.basis.startswith(DECLARED) and x.kind == "time"]
+    if declared:
+        notes.append(f"no provisioned data in this window for {', '.join(declared)}: fully loaded at the book's declared "
+                     f"traffic ({qpm:,} queries/month), not at what was provisioned")
+    basis = "none" if not lines else ("provisioned" if provisioned_any and not declared else
+                                      "declared traffic" if declared and not provisioned_any else
+                                      "mixed" if declared else "provisioned")
+    if n == 0 and not lines and not notes:
+        notes.append("no queries and no provisioned capacity in this window: nothing to bill")
+    if n == 0 and provisioned_any:
+        notes.append("no queries in this window: the provisioned capacity served none (per-query figures are n/a)")
+    return Bill(
+        window_start=lo.isoformat() if lo else None, window_end=hi.isoformat() if hi else None, window_hours=hours,
+        queries=n, useful=useful, resources=lines, usd_marginal=total_m, usd_fully_loaded=total_f,
+        usd_per_query_marginal=_div(total_m, n), usd_per_query_fully_loaded=_div(total_f, n),
+        usd_per_useful_marginal=_div(total_m, useful), usd_per_useful_fully_loaded=_div(total_f, useful),
+        basis=basis, queries_per_month=qpm, notes=notes)
+
+
+def declared_traffic_per_query(usd_by_resource: Mapping[str, float], queries: int, storage_usd_per_query: float,
+                               book: PriceBook) -> tuple[float, list[str]]:
+    """Fully loaded $ per query of a run at the book's declared traffic, and how each resource got there.
+
+    ``usd_by_resource`` is the run's marginal dollars per resource over ``queries`` queries.
+    """
+    if queries < 1:
+        return 0.0, []
+    total = storage_usd_per_query
+    how: list[str] = []
+    for name, usd in usd_by_resource.items():
+        res = book.resources.get(name)
+        if isinstance(res, TimeResource) and res.usd_per_hour > 0:
+            per, inst = declared_traffic_usd_per_query(res, usd / res.usd_per_hour / queries, book.queries_per_month)
+            per = max(per, usd / queries)
+            how.append(f"{name}: {inst} instance(s) x ${res.usd_per_hour:g}/h always on")
+            total += per
+        else:
+            total += usd / queries
+    return total, how

@@ -1,0 +1,42 @@
+"""``ragcost serve``'s provisioned time: one lifetime row per server process, from startup to shutdown.
+
+The server holds its instance whether it serves or idles, so its whole life is provisioned time
+(:mod:`ragcost.cost.lifetime`); ``report`` sets it beside the busy time its queries used. The row
+has its own ledger connection, so it is written before warm-up and closed after the last query's
+rows, and heartbeats go on while the server idles.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from ragcost.cost.lifetime import HEARTBEAT_S, Lifetime
+
+HEARTBEAT_ENV = "RAGCOST_HEARTBEAT_S"  # seconds between heartbeats (tests shorten it)
+
+
+def start_serve_lifetime(svc) -> Optional[Lifetime]:
+    """Record that this server process started; None when the session writes no ledger."""
+    from ragcost.cost.ledger import Ledger
+    from ragcost.runtime.cpu import METER
+
+    METER.whole_process()  # every thread of a server process is ragcost's: its HTTP work is overhead
+    session = svc.session
+    if session.ledger is None:
+        return None
+    interval = float(os.environ.get(HEARTBEAT_ENV) or HEARTBEAT_S)
+    ledger = Ledger(session.ledger.url)
+    return Lifetime(ledger, "serve", session.name, session.pipe.config.resource, interval_s=interval).start()
+
+
+def stop_serve_lifetime(life: Optional[Lifetime]) -> None:
+    from ragcost.runtime.cpu import METER
+
+    METER.whole_process(False)
+    if life is None:
+        return
+    try:
+        life.stop()
+    finally:
+        life.ledger.close()
