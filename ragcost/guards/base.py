@@ -84,6 +84,10 @@ class Guard(ABC):
     def check(self, batch: list[QueryState], on: str) -> list[list[Finding]]:
         """Findings per state (same order as ``batch``)."""
 
+    def stage_notes(self) -> dict[str, Any]:
+        """What the last ``check`` call alone knows (e.g. sentences settled without a model), for the stage's notes."""
+        return {}
+
     def redact(self, text: str) -> str:
         """The text with what this check finds replaced (only checks whose policies include redact)."""
         raise NotImplementedError(f"guard {self.name!r} cannot redact")

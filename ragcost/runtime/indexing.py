@@ -44,6 +44,10 @@ class IndexSummary:
     embed_seconds: float = 0.0
     index_shards: int = 0  # > 0: built in that many shards
     shards_on_ray: bool = False  # ... by tasks on the Ray cluster
+    sentences: int = 0  # sentence vectors kept beside the index for the grounded check (0: none asked for)
+    sentences_embedded: int = 0  # ... of which this run embedded (the rest reused by content hash)
+    sentence_seconds: float = 0.0
+    sentence_bytes: int = 0
     warnings: list[str] = field(default_factory=list)
     report: IngestReport = field(default_factory=IngestReport)
 
@@ -171,6 +175,37 @@ def run_index(
         if gone:
             summary.pruned = store.delete(gone)
     rebuild_index(pipe, summary)
+    refresh_sentence_vectors(pipe, summary)
+    return summary
+
+
+def wants_sentence_vectors(pipe: Pipeline) -> bool:
+    """Whether a grounded answer guard of the pipeline reads index-time sentence vectors (its
+    ``sentence_vectors: index``, the default)."""
+    from ragcost.guards.grounded import wants_index_sentences
+    from ragcost.stages.guard import GuardStage
+
+    return any(issubclass(cls, GuardStage) and wants_index_sentences(params.checks)
+               for cls, params in pipe.loaded.stage_specs)
+
+
+def refresh_sentence_vectors(pipe: Pipeline, summary: Optional[IndexSummary] = None) -> IndexSummary:
+    """Embed the corpus's sentences once, beside the index, when the pipeline's grounded check reads them and
+    the current ones were made from other inputs (sentences whose text is unchanged are reused, not embedded)."""
+    from ragcost.guards.sentence_vectors import build_sentence_vectors, sentence_fingerprint, up_to_date
+
+    summary = summary or IndexSummary()
+    if not wants_sentence_vectors(pipe):
+        return summary
+    store = pipe.store()
+    fingerprint = sentence_fingerprint(pipe.index_fingerprint(store.revision()))
+    m = up_to_date(pipe.config.index_path, fingerprint)
+    if m is None:
+        labels, texts = store.chunk_column("text")
+        m = build_sentence_vectors(pipe.config.index_path, labels, texts, pipe.embedder, fingerprint, pipe.rebuild_hint())
+        summary.sentences_embedded = m.embedded
+        summary.sentence_seconds = m.build_seconds
+    summary.sentences, summary.sentence_bytes = m.sentences, m.bytes()
     return summary
 
 

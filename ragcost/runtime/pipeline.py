@@ -281,7 +281,8 @@ class Pipeline:
             m = self.artifact().manifest
             self._storage = storage_bytes(
                 m.index_bytes, m.vector_count, m.dim, m.file_bytes, holds_vectors=holds_float32(m.backend, m.kind, m.precision),
-                bm25_bytes=self.bm25_bytes(), store_bytes=self.store_bytes())
+                # the grounded check's sentence vectors are charged as the BM25 folder is: RAM and disk
+                bm25_bytes=self.bm25_bytes() + self.sentence_bytes(), store_bytes=self.store_bytes())
         return self._storage
 
     def bm25_bytes(self) -> int:
@@ -290,6 +291,12 @@ class Pipeline:
         from ragcost.stages.rerank.stage import Rerank
 
         return sum(st.backend.index_bytes() for st in self.stages() if isinstance(st, Rerank) and isinstance(st.backend, Hybrid))
+
+    def sentence_bytes(self) -> int:
+        """The grounded check's index-time sentence vectors (``<index_dir>/sentences``; 0 without them)."""
+        from ragcost.cost.storage import folder_bytes
+
+        return folder_bytes(self.config.index_path / "sentences")
 
     def store_bytes(self) -> int:
         """The store's bytes for this pipeline's own tables (DuckDB file share, or PostgreSQL relation sizes);

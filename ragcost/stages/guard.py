@@ -103,7 +103,10 @@ class GuardStage(Stage):
             if not active:
                 break
             counts["checked"] += len(active)
-            for s, found in zip(active, guard.check(active, on)):
+            results = guard.check(active, on)
+            if own := guard.stage_notes():
+                usage.notes[guard.name] = own
+            for s, found in zip(active, results):
                 if not found:
                     continue
                 findings[guard.name] = findings.get(guard.name, 0) + len(found)
