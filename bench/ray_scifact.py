@@ -6,7 +6,7 @@ Starts ``ray start --head`` + one worker node (tests/ray_cluster.py, one CPU eac
 ``eval/scifact-flat.yaml`` with the corpus embedded by Ray into a fresh cache (so nothing comes
 from an earlier local run), and prints JSON beside what the local executor gives: the corpus
 revision and chunk count computed here by the local reader and chunker (no embedding needed),
-and the local flat nDCG@10 the README reports for the default chunking (0.6592). About 8 minutes
+and the local flat nDCG@10 docs/tasks/ray.md reports for the default chunking (0.6592). About 8 minutes
 of embedding on 2 idle cores.
 """
 
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-# README ("The chunker's tail rule"): the local executor's flat nDCG@10 at the default chunking (254/32,
+# docs/tasks/chunking.md ("The chunker's tail rule"): the local executor's flat nDCG@10 at the default chunking (254/32,
 # tail: align). The 0.6531 issue 17 quotes is the same corpus with tail: none, the default before align.
 LOCAL_NDCG10 = 0.6592
 

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/pip install -q torch==2.13.0
-.venv/bin/pip install -q -e '.[dev,postgres,pgvector,redis,serve,onnx,static,ray]'
+.venv/bin/pip install -q -e '.[dev,docs,postgres,pgvector,redis,serve,onnx,static,ray]'
 RAGCOST_STARTED=""
 # Whatever happens next, stop the servers this run started (not ones that were already running).
 trap 'bash scripts/stop_services.sh $RAGCOST_STARTED' EXIT

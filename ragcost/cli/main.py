@@ -38,6 +38,27 @@ def _register() -> None:
 
     app.add_typer(cache_cmd.app, name="cache")
     app.command("serve")(serve)
+    _link_docs()
+
+
+# Each command's --help ends with the docs page of its task (tests/docs/test_site.py checks they exist).
+DOCS_PAGES = {
+    "index": "tasks/pipelines.md", "query": "tasks/pipelines.md", "validate": "concepts/data-safety.md",
+    "schema": "reference/yaml.md", "eval": "tasks/eval-and-tune.md", "tune": "tasks/eval-and-tune.md",
+    "report": "tasks/report.md", "plan": "tasks/planning.md", "cache": "tasks/cache.md", "serve": "tasks/serving.md",
+}
+
+
+def _link_docs() -> None:
+    def epilog(name: str) -> str:
+        return f"Docs: docs/{DOCS_PAGES.get(name, 'reference/cli.md')}"
+
+    for info in app.registered_commands:
+        info.epilog = info.epilog or epilog(info.name or "")
+    for group in app.registered_groups:
+        group.epilog = group.epilog or epilog(group.name or "")
+        for info in group.typer_instance.registered_commands:
+            info.epilog = info.epilog or epilog(group.name or "")
 
 
 _INTERRUPTED = "interrupted; what was committed is kept, rerun to finish"

@@ -1,6 +1,6 @@
 """What a batch of generation attempts is billed for: tokens when the server did not say, busy periods, the stage's remainder.
 
-The rules (the README's "Generation with vLLM" section says the same, with an example):
+The rules (docs/tasks/vllm.md, "How an attempt is billed", says the same, with an example):
 
 - **Tokens.** The server's ``usage`` counts stand. When an attempt reached the model (it
   succeeded, or the server answered with a status below 400, or content arrived) and a count is

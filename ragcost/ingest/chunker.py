@@ -15,7 +15,7 @@ LEGACY_TITLE = "dedupe"  # ragcost 0.1's rule: stores made under it carry no tit
 def document_text(title: str, text: str, rule: TitleRule = "prepend") -> str:
     """A document's whole text under a title rule. ``prepend``: title, newline, text, for every document,
     as BEIR and MTEB encode a passage (a text that begins with its title then holds it twice: the weight
-    their figures include; README, "The title rule"); ``every_chunk``: the same whole text (its chunks
+    their figures include; docs/tasks/chunking.md, "The title rule"); ``every_chunk``: the same whole text (its chunks
     differ: each carries the title, see :meth:`Chunker.chunk_documents`); ``dedupe``: the title only when
     the text does not already begin with it; ``none``: the text alone."""
     if rule not in TITLES:
@@ -34,7 +34,7 @@ class Chunk:
 
 
 def default_min_tail(size: int) -> int:
-    """Half the window: measured better than a quarter on SciFact and Cranfield (README, "Tuning")."""
+    """Half the window: measured better than a quarter on SciFact and Cranfield (docs/tasks/chunking.md)."""
     return max(1, size // 2)
 
 

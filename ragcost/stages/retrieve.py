@@ -29,7 +29,7 @@ from ragcost.stages.base import COSINE, Stage, StageParams, stage_registry
 # at 10% selectivity the exact scan of the matches (5-6 ms) beats every native filtered search
 # (hnswlib 67-95 ms, faiss HNSW 18-26 ms, IVF-Flat 6-6.5 ms); at 30% faiss HNSW (7-9 ms) and
 # IVF-Flat (8-11 ms) beat the scan (14-15 ms) and hnswlib's Python-called filter is within 2x of
-# it (17-28 ms). So scan below 15%; the numbers are in README "Benchmarks".
+# it (17-28 ms). So scan below 15%; the numbers are in docs/benchmarks.md (filters).
 EXACT_BELOW = 0.15
 EXACT_MAX_MATCHES = 2048
 

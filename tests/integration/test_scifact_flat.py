@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 BF16 = {"type": "sentence-transformers", "dtype": "bfloat16"}
 INT8 = {"type": "onnx", "onnx": {"quantize": "int8"}}
 # torch float32's flat nDCG@10 at the default chunking (254/32, tail: align, title: every_chunk), measured with
-# `ragcost eval eval/scifact-runtimes.yaml` (README, "Embedding runtimes"); the runtime must stay within 0.01 of it.
+# `ragcost eval eval/scifact-runtimes.yaml` (docs/tasks/embedding-runtimes.md); the runtime must stay within 0.01 of it.
 TORCH_NDCG = 0.6600
 
 
