@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.serve.conftest import KEYS, ServerThread, free_port, make_pipeline, variant
+from tests.serve.conftest import KEYS, ServerThread, make_pipeline, variant
+from tests.serve.test_signals import Served  # the real `ragcost serve` subprocess, started and awaited
 
 REPO = Path(__file__).resolve().parents[2]
 ACME = {"authorization": "Bearer key-acme"}
@@ -94,24 +92,6 @@ class TestKeysReload:
             assert httpx.post(s.url + "/v1/query", headers=ACME, json={"text": "api"}).status_code == 200
         finally:
             keys.write_text(json.dumps(KEYS), encoding="utf-8")
-
-
-class Served:
-    def __init__(self, pipeline: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
-        self.proc = subprocess.Popen([sys.executable, "-m", "ragcost.cli.main", "serve", str(pipeline), "--port", str(self.port),
-                                      "--log-level", "warning"], env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        end = time.monotonic() + 120
-        while time.monotonic() < end:
-            try:
-                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        self.proc.kill()
-        raise RuntimeError(self.proc.stdout.read().decode()[-2000:])
 
 
 @pytest.mark.slow
