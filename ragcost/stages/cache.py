@@ -46,6 +46,7 @@ from ragcost.config.base import Strict
 from ragcost.errors import ConfigError, StoreError
 from ragcost.records import Hit, QueryState, UsageRecord
 from ragcost.stages.base import Stage, StageParams, stage_registry
+from ragcost.stages.cache_verify import build_verifier
 
 # Chosen on the calibration half of bench/data/cache_labelled.jsonl (python -m bench.cache --calibrate):
 # the most paraphrase hits with no labelled near-miss or other question served; among ties the higher
@@ -161,49 +162,6 @@ def versions_of(ctx, stages: list[dict[str, Any]]) -> dict[str, Any]:
             "stages": answering, "files": files}
 
 
-SHAPING = ("retrieve", "rerank")  # the stages that make the hits an answer is built on
-
-
-class Verifier:
-    """The stages that shaped a stored answer's hits, again: retrieve and rerank as the pipeline has them
-    between the cache and generate. A check compares like with like (5 re-ranked hits with 5)."""
-
-    def __init__(self, chain: list[Stage]) -> None:
-        self.chain, self._warm = chain, False
-
-    @property
-    def names(self) -> list[str]:
-        return [st.type for st in self.chain]
-
-    def run(self, batch: list[QueryState], usage: UsageRecord) -> list[QueryState]:
-        if not self._warm:
-            for st in self.chain:
-                getattr(st, "warm_up", lambda: None)()
-            self._warm = True
-        for st in self.chain:
-            batch = st.run(batch, usage)
-        return batch
-
-
-def _verifier(ctx, stages: list[dict[str, Any]], cache_name: str) -> Optional[Verifier]:
-    """The hit-shaping stages after this cache stage and before generate (None when there are none)."""
-    start = next((i for i, st in enumerate(stages) if st["type"] == "cache" and (st.get("name") or "cache") == cache_name), -1)
-    chain: list[Stage] = []
-    for i, spec in enumerate(stages[start + 1:]):
-        if spec["type"] in ("generate", "route", "cache_write"):
-            break
-        if spec["type"] not in SHAPING:
-            continue
-        cls = stage_registry.get(spec["type"])
-        params = {k: v for k, v in spec.items() if k != "type"}
-        if spec["type"] == "retrieve":
-            params["fetch_text"] = False
-        chain.append(cls(cls.Params.model_validate({**params, "name": f"cache-verify-{spec['type']}-{i}"}), ctx))
-    if not any(st.type == "retrieve" for st in chain):
-        return None
-    return Verifier(chain)
-
-
 def _vocabulary(ctx, index_fingerprint: Any):
     """The corpus's document frequencies (what a differing word weighs), kept beside the index per corpus revision."""
     from ragcost.cache.keys import digest
@@ -263,7 +221,7 @@ class Cache(Stage):
         url = _backend_url(self.params, self.ctx)
         backend = open_backend(self.params.backend, url, name)
         versions = versions_of(self.ctx, stages)
-        handle = CacheHandle(self.params, backend, versions, _verifier(self.ctx, stages, self.name))
+        handle = CacheHandle(self.params, backend, versions, build_verifier(self.ctx, stages, self.name))
         if self.params.meaning_check and "semantic" in self.params.tiers:
             handle.vocabulary = _vocabulary(self.ctx, versions["index"])
         safely(handle, lambda b: handle.warm())  # unreachable: one warning with the URL, then misses
