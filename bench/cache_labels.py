@@ -283,7 +283,13 @@ def rows() -> list[dict[str, Any]]:
 # Questions the rows above hold under two groups that a reader judges the same question (found while
 # reading the false hits of a calibration run, and relabelled by hand, never by what the cache did).
 SAME_QUESTION = [("What is an integer literal?", "What are integer literals?"),
-                 ("What does pass do?", "What does the pass statement do?")]
+                 ("What does pass do?", "What does the pass statement do?"),
+                 # the antonym rule's "decreases" of one SciFact claim is another claim's "reduces" (found by the
+                 # synonym rule's first calibration: decreases/reduces was counted a false hit; it is not one)
+                 ("N-terminal cleavage reduces success identifying transcription start sites.",
+                  "N-terminal cleavage decreases success identifying transcription start sites."),
+                 ("Chenodeosycholic acid treatment reduces whole-body energy expenditure.",
+                  "Chenodeosycholic acid treatment decreases whole-body energy expenditure.")]
 
 
 def _merge_same_text(out: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -23,6 +23,7 @@ class CacheHandle:
         self.normalise = Normaliser(**params.normalise.model_dump())
         self.index = SemanticIndex()
         self.vocabulary: Optional[Any] = None  # corpus document frequencies for the meaning check (meaning.Vocabulary)
+        self.words: Optional[Any] = None  # word vectors for synonyms in the meaning check (words.WordVectors)
         self.learner = ThresholdLearner(params.max_false_hit_rate, params.confidence, params.min_entry_evidence)
         self.rng = random.Random(params.seed)
         self.seen_until = 0.0

@@ -10,22 +10,28 @@ texts differ in
   (``__getattr__`` vs ``__getattribute__``, ``list.append``, ``global`` vs ``nonlocal``, ``APOE4``, ``IL-6``);
 - **antonyms**: a word on one side whose opposite is on the other (a small lexicon, and opposite
   prefixes over one stem: mutable/immutable, upregulate/downregulate, increase/decrease);
-- **order**: the content words both share, written in another order (A than B, B than A);
+- **order**: the content words both share, written in another order (A than B, B than A); a
+  clause fronted before a comma ("In a for loop, when ...") may move as a block;
 - **content**: any other content words, weighted by their inverse document frequency in the
   corpus (rare words carry meaning; ``work``, ``use``, ``python`` barely do). The sum over the
-  symmetric difference must stay within ``max_weight``.
+  symmetric difference must stay within ``max_weight``. A differing word on one side and one on
+  the other that are near-synonyms in the embedder's own space (``similar(x, y)`` at least
+  ``min_word_similarity``: create/make, error/exception, increases/raises) are matched one to
+  one, most similar first, and weigh nothing.
 
 Each rule reads the two texts only; the weight reads the corpus's document frequencies
-(:class:`Vocabulary`, built once from the store's chunk texts). Nothing here embeds or calls a model.
+(:class:`Vocabulary`, built once from the store's chunk texts); the word similarity is a callable
+the caller passes (:class:`ragcost.cache.words.WordVectors`). Nothing here loads a model.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 _CONTRACTION = re.compile(r"(\w)n['’]t\b", re.I)
 _CANNOT = re.compile(r"\bcannot\b", re.I)
@@ -106,7 +112,8 @@ class Parsed:
     identifiers: frozenset
     words: Counter  # stems of the content words (not stopwords, numbers, operators or identifiers)
     raw: dict  # stem -> the word as written (case folded): what a typo is judged on
-    order: tuple  # the content stems in the order they are written (first occurrence)
+    order: tuple  # the content stems and names in the order they are written (first occurrence)
+    fronted: tuple = ()  # the content stems of a clause fronted before the first comma ("In Python, ...")
 
 
 def _identifier_like(tok: str) -> bool:
@@ -133,6 +140,7 @@ _NAMED = re.compile(r"\b(?:the|a|an)\s+([a-z]+)\s+(?:stat\w*|cla\w*|loop\w*|oper
 PY_KEYWORDS = frozenset(k.casefold() for k in __import__("keyword").kwlist)
 
 
+@functools.lru_cache(maxsize=8192)  # a cached question is compared again and again
 def parse(text: str) -> Parsed:
     if _shouted(text):  # WHAT IS A LAMBDA? is not a sentence of acronyms
         text = text.casefold()
@@ -156,10 +164,12 @@ def parse(text: str) -> Parsed:
         tok = re.sub(r"['’]s$", "", m.group("word"))  # an object's identity: the object's word
         low = tok.casefold()
         pair, prev = (prev, low), low
-        if pair[0] in CODE_KEYWORDS and low in PY_KEYWORDS:
+        if pair[0] in ("yield", "async") and low in PY_KEYWORDS:  # yield from, async for (not "a class in Python")
             idents.add(f"{pair[0]} {low}")
         if low in named and low in PY_KEYWORDS:
             idents.add(low)  # the if statement, the in operator: a name, though an English word too
+            if low not in order:
+                order.append(low)
             continue
         if low in NEGATIONS:
             neg += 1
@@ -169,6 +179,8 @@ def parse(text: str) -> Parsed:
             continue
         if _identifier_like(tok) or low in CODE_KEYWORDS:
             idents.add(low)
+            if low not in order:
+                order.append(low)  # names keep their place too: "in the else clause ... the except clause"
             continue
         if low in STOPWORDS:
             continue
@@ -178,7 +190,34 @@ def parse(text: str) -> Parsed:
             raw.setdefault(stem, low)
             if stem not in order:
                 order.append(stem)
-    return Parsed(neg, numbers, ops, frozenset(idents), words, raw, tuple(order))
+    fronted: tuple = ()
+    head = _FRONTED.match(text)
+    if head:
+        written = [re.sub(r"['’]s$", "", w) for w in re.findall(r"[A-Za-z_][\w.'’-]*", head.group(1))]
+        inside = {_stem(w) for w in written} | {w.casefold() for w in written}
+        fronted = tuple(w for w in order if w in inside)
+    return Parsed(neg, numbers, ops, frozenset(idents), words, raw, tuple(order), fronted)
+
+
+# A clause fronted before a comma, led by a preposition or subordinator: it may move as a whole.
+_FRONTED = re.compile(r"^\s*((?:in|on|at|for|with|without|within|inside|during|after|before|when|while|if|once|"
+                      r"from|under|by|among|across|through)\b[^,?]{1,80}),", re.I)
+
+
+def _moved_clause(pa: Parsed, pb: Parsed, shared: set) -> bool:
+    """One text is the other with a fronted clause moved as a block: the rest keeps its order, and the
+    clause's words stand together, in the same order, in the other text."""
+    for p, q in ((pa, pb), (pb, pa)):
+        block = [w for w in p.fronted if w in shared]
+        if not block:
+            continue
+        rest_p = [w for w in p.order if w in shared and w not in block]
+        rest_q = [w for w in q.order if w in shared and w not in block]
+        seq = [w for w in q.order if w in shared]
+        at = [i for i, w in enumerate(seq) if w in block]
+        if rest_p == rest_q and [seq[i] for i in at] == block and at == list(range(at[0], at[0] + len(at))):
+            return True
+    return False
 
 
 def _opposite(a: str, b: str) -> bool:
@@ -233,14 +272,18 @@ class Difference:
 
     family: Optional[str]
     words: tuple[str, ...]
-    weight: float  # IDF-weighted content words that differ
+    weight: float  # IDF-weighted content words that differ (matched synonyms excluded)
+    matched: tuple = ()  # (word, word, similarity): differing words taken as near-synonyms
 
     @property
     def same(self) -> bool:
         return self.family is None
 
     def to_json(self) -> dict:
-        return {"family": self.family, "words": list(self.words), "weight": round(self.weight, 4)}
+        out = {"family": self.family, "words": list(self.words), "weight": round(self.weight, 4)}
+        if self.matched:
+            out["matched"] = [[x, y, round(v, 3)] for x, y, v in self.matched]
+        return out
 
 
 def _dropped_one(long_: str, short: str) -> bool:
@@ -260,8 +303,34 @@ def _untypo(pa: Parsed, pb: Parsed, only_a: set, only_b: set) -> tuple[set, set]
     return only_a - {x for x, _ in same}, only_b - {y for _, y in same}
 
 
-def compare(a: str, b: str, vocab: Optional[Vocabulary], max_weight: float) -> Difference:
-    """The first rule the two questions differ by, or ``family=None`` when they may share an answer."""
+def _synonyms(pa: Parsed, pb: Parsed, only_a: set, only_b: set, similar: Optional[Callable[[str, str], float]],
+              floor: float) -> tuple[set, set, tuple]:
+    """Match differing words one to one, most similar first, where ``similar`` finds them near-synonyms
+    (never a word of two letters or fewer: vitamin D and vitamin C are not synonyms)."""
+    if similar is None or floor > 1 or not only_a or not only_b:
+        return only_a, only_b, ()
+    pairs = []
+    for x in only_a:
+        for y in only_b:
+            rx, ry = pa.raw.get(x, x), pb.raw.get(y, y)
+            if min(len(rx), len(ry)) > 2:
+                v = similar(rx, ry)
+                if v >= floor:
+                    pairs.append((v, x, y))
+    matched = []
+    for v, x, y in sorted(pairs, reverse=True):
+        if x in only_a and y in only_b:
+            only_a, only_b = only_a - {x}, only_b - {y}
+            matched.append((pa.raw.get(x, x), pb.raw.get(y, y), float(v)))
+    return only_a, only_b, tuple(matched)
+
+
+def compare(a: str, b: str, vocab: Optional[Vocabulary], max_weight: float,
+            similar: Optional[Callable[[str, str], float]] = None, min_word_similarity: float = 2.0) -> Difference:
+    """The first rule the two questions differ by, or ``family=None`` when they may share an answer.
+
+    ``similar`` (word, word) -> cosine, with ``min_word_similarity``, lets near-synonyms differ.
+    """
     pa, pb = parse(a), parse(b)
     only_a, only_b = set(pa.words - pb.words), set(pb.words - pa.words)
     if pa.negations != pb.negations:
@@ -276,12 +345,13 @@ def compare(a: str, b: str, vocab: Optional[Vocabulary], max_weight: float) -> D
         for y in only_b:
             if _opposite(x, y):
                 return Difference("antonym", (x, y), 0.0)
-    shared = set(pa.words) & set(pb.words)
-    if [w for w in pa.order if w in shared] != [w for w in pb.order if w in shared]:
+    shared = (set(pa.words) & set(pb.words)) | (pa.identifiers & pb.identifiers)
+    if [w for w in pa.order if w in shared] != [w for w in pb.order if w in shared] and not _moved_clause(pa, pb, shared):
         return Difference("order", tuple(w for w in pa.order if w in shared), 0.0)  # arterioles > venules, venules > arterioles
     only_a, only_b = _untypo(pa, pb, only_a, only_b)
+    only_a, only_b, matched = _synonyms(pa, pb, only_a, only_b, similar, min_word_similarity)
     differ = only_a | only_b
     weight = sum(vocab.idf(w) if vocab else 1.0 for w in differ)
     if weight > max_weight:
-        return Difference("content", tuple(sorted(differ)), weight)
-    return Difference(None, tuple(sorted(differ)), weight)
+        return Difference("content", tuple(sorted(differ)), weight, matched)
+    return Difference(None, tuple(sorted(differ)), weight, matched)

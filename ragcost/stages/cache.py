@@ -53,6 +53,7 @@ from ragcost.stages.cache_verify import build_verifier
 # floor and the larger weight. 1.0 lets differ only words in more than 58% of the corpus's chunks.
 MAX_DIFFERING_WEIGHT = 1.0
 MIN_SIMILARITY = 0.6
+MIN_WORD_SIMILARITY = 2.0  # set by calibration below; above 1: no word is taken for a synonym
 # Stage params that never change an answer: labels, prices, concurrency and deadlines.
 COSMETIC = frozenset({"name", "resource", "label", "concurrency", "batch_window_ms", "timeout_s", "connect_timeout_s",
                       "read_timeout_s", "retry", "api_key_env", "stream", "continuous_usage", "fetch_text"})
@@ -88,6 +89,9 @@ class CacheParams(StageParams):
                                 "(negation, numbers, operators, identifiers, antonyms, weighty words); false: similarity and the basis check only")
     max_differing_weight: float = Field(MAX_DIFFERING_WEIGHT, ge=0, description="the most corpus-IDF weight the content words two "
                                         "questions differ in may carry for one to be served the other's answer (0: only stopwords may differ)")
+    min_word_similarity: float = Field(MIN_WORD_SIMILARITY, ge=-1, le=2, description="two differing words whose vectors "
+                                       "(each word embedded alone by the pipeline's embedder) are this similar count as "
+                                       "synonyms and weigh nothing (above 1: off)")
 
     @field_validator("max_false_hit_rate", "confidence")
     @classmethod
@@ -224,6 +228,10 @@ class Cache(Stage):
         handle = CacheHandle(self.params, backend, versions, build_verifier(self.ctx, stages, self.name))
         if self.params.meaning_check and "semantic" in self.params.tiers:
             handle.vocabulary = _vocabulary(self.ctx, versions["index"])
+            if self.params.min_word_similarity <= 1:
+                from ragcost.cache.words import WordVectors
+
+                handle.words = WordVectors(self.ctx.embedder.embed)
         safely(handle, lambda b: handle.warm())  # unreachable: one warning with the URL, then misses
         _HANDLES.setdefault(self.ctx, {})[self.name] = handle
         self.handle = handle
@@ -343,7 +351,8 @@ class Cache(Stage):
 
         stored = e.question if e.question is not None else e.text
         asked = s.text if e.question is not None else h.normalise(s.text)
-        d = compare(stored, asked, vocab, h.params.max_differing_weight)
+        words = getattr(h, "words", None)
+        d = compare(stored, asked, vocab, h.params.max_differing_weight, words and words.similar, h.params.min_word_similarity)
         if d.same:
             return True
         s.notes["cache"].setdefault("refused", []).append({"entry": e.id, **d.to_json()})

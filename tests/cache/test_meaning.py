@@ -111,3 +111,72 @@ class TestTheLabelledWorkload:
                   if r["class"] == "near-miss" and r["family"] in FIVE
                   and refused(by[r["after"]]["text"], r["text"], None, float("inf")) is None]
         assert not missed
+
+
+class TestSynonymsAndMovedClauses:
+    """Near-synonyms in the embedder's space may differ; a fronted clause may move; names keep their order."""
+
+    SIM = {frozenset(("create", "make")): 0.8, frozenset(("dictionary", "dict")): 0.8, frozenset(("list", "tuple")): 0.4,
+           frozenset(("c", "d")): 0.99}
+
+    def similar(self, x: str, y: str) -> float:
+        return self.SIM.get(frozenset((x, y)), 0.0)
+
+    def test_near_synonyms_are_matched_and_weigh_nothing(self):
+        a, b = "How do I create an empty dictionary?", "How do I make an empty dict?"
+        assert compare(a, b, None, 1.0).family == "content"
+        d = compare(a, b, None, 1.0, self.similar, 0.7)
+        assert d.same and {(x, y) for x, y, _ in d.matched} == {("create", "make"), ("dictionary", "dict")}
+
+    def test_a_word_below_the_floor_or_of_two_letters_is_no_synonym(self):
+        assert compare("How do I sort a list?", "How do I sort a tuple?", None, 1.0, self.similar, 0.7).family == "content"
+        assert compare("Vitamin D deficiency causes bone loss.", "Vitamin C deficiency causes bone loss.", None, 1.0,
+                       self.similar, 0.5).family == "content"
+
+    def test_the_word_rules_run_before_synonyms(self):
+        always = lambda x, y: 1.0  # noqa: E731
+        assert compare("Which types are mutable?", "Which types are immutable?", None, 1.0, always, 0.0).family == "antonym"
+        assert compare("When is __init__ called?", "When is __init__ not called?", None, 1.0, always, 0.0).family == "negation"
+
+    @pytest.mark.parametrize("a, b", [
+        ("When does the else clause of a for loop run?", "In a for loop, when does the else clause run?"),
+        ("A high fat diet induces insulin resistance in mice.", "In mice, a high fat diet induces insulin resistance."),
+        ("How do I define a class in Python?", "In Python, how do I define a class?"),
+    ])
+    def test_a_fronted_clause_may_move(self, a, b):
+        assert compare(a, b, None, 0.0).same and compare(b, a, None, 0.0).same
+
+    @pytest.mark.parametrize("a, b", [
+        ("How do I convert a list to a tuple?", "How do I convert a tuple to a list?"),
+        ("What is the effect of blood pressure on heart rate?", "What is the effect of heart rate on blood pressure?"),
+        ("Depression increases the risk of obesity.", "Obesity increases the risk of depression."),
+        ("Does an exception in the else clause reach the except clause?", "Does an exception in the except clause reach the else clause?"),
+    ])
+    def test_swapped_arguments_and_names_are_still_another_question(self, a, b):
+        assert refused(a, b) == "order"
+
+
+def test_word_vectors_embed_each_word_once():
+    import numpy as np
+
+    from ragcost.cache.words import WordVectors
+
+    calls = []
+
+    def embed(words):
+        calls.append(list(words))
+        return np.array([[1.0, 0.0] if w in ("make", "create") else [0.0, 1.0] for w in words])
+
+    wv = WordVectors(embed)
+    assert wv.similar("create", "make") == pytest.approx(1.0) and wv.similar("make", "list") == pytest.approx(0.0)
+    wv.similar("create", "list")
+    assert sorted(w for c in calls for w in c) == ["create", "list", "make"]
+
+
+def test_the_held_out_hand_pairs_cover_every_family():
+    from pathlib import Path
+
+    pairs = [json.loads(x) for x in (Path(__file__).resolve().parents[2] / "bench/data/cache_heldout.jsonl").read_text().splitlines() if x]
+    near = Counter(p["family"] for p in pairs if p["class"] == "near-miss")
+    para = Counter(p["family"] for p in pairs if p["class"] == "paraphrase")
+    assert all(near[f] >= 5 for f in (*FIVE, "order")) and all(para[f] >= 5 for f in ("synonym", "reorder", "request"))
