@@ -169,6 +169,9 @@ def summary(rows: list[dict]) -> dict[str, Any]:
 
 
 def run_bench(corpora: list[str], details: Optional[Path]) -> dict[str, Any]:
+    import time
+
+    t0, c0 = time.perf_counter(), time.process_time()
     rows = load_rows(corpora)
     out: dict[str, Any] = {"workload": str(WORKLOAD.relative_to(REPO)), "chain": "retrieve k=20 -> rerank rescore top 5 -> extractive",
                            "corpora": {}}
@@ -190,6 +193,8 @@ def run_bench(corpora: list[str], details: Optional[Path]) -> dict[str, Any]:
         if details:
             (details / f"{corpus}-heldout.jsonl").write_text("".join(json.dumps(r) + "\n" for r in got))
     out["all"] = summary(everything)
+    out["run"] = {"wall_s": round(time.perf_counter() - t0, 1), "cpu_s": round(time.process_time() - c0, 1),
+                  "load_average": [round(x, 2) for x in os.getloadavg()]}
     out["holdout"] = summary([r for r in everything if r["split"] == "holdout"])
     a = out["all"]
     out["targets"] = TARGETS
