@@ -54,20 +54,20 @@ def source_of(corpus: str) -> dict[str, Any]:
     return {"source": {"path": str(SCIFACT), "reader": "beir"}, "chunking": {"size": 254, "overlap": 32, "unit": "tokens"}}
 
 
-def write_pipeline(corpus: str, cached: bool, cache_params: Optional[dict] = None) -> Path:
+def write_pipeline(corpus: str, cached: bool, cache_params: Optional[dict] = None, cache_file: str = "cache") -> Path:
     folder = FOLDER / corpus
     folder.mkdir(parents=True, exist_ok=True)
     stages: list[dict[str, Any]] = [{"type": "retrieve", "k": 20}, {"type": "rerank", "backend": "rescore", "top_n": 5},
                                     {"type": "generate", "backend": "extractive", "sentences": 3}]
     if cached:
-        stages = [{"type": "cache", "url": f"duckdb:///{folder / 'cache.duckdb'}", **(cache_params or {})}, *stages,
+        stages = [{"type": "cache", "url": f"duckdb:///{folder / (cache_file + '.duckdb')}", **(cache_params or {})}, *stages,
                   {"type": "cache_write"}]
     cfg = {"name": corpus, "store": f"duckdb:///{folder / 'store.duckdb'}", "index_dir": str(folder / "index"),
            **source_of(corpus),
            "embed": {"type": "sentence-transformers", "model": "all-MiniLM-L6-v2", "precision": "float32", "batch_size": 32},
            "index": str(REPO / "indexes" / "hnsw-m16.yaml"), "pricing": str(REPO / "pricing" / "default.yaml"),
            "resource": "cpu", "stages": stages}
-    p = folder / ("cached.yaml" if cached else "plain.yaml")
+    p = folder / (f"{cache_file}d.yaml" if cached else "plain.yaml")
     p.write_text(json.dumps(cfg, indent=2))
     return p
 
@@ -103,14 +103,15 @@ def indexed(corpus: str):
     return pipe
 
 
-def replay(corpus: str, rows: list[dict], cache_params: Optional[dict] = None) -> list[dict]:
-    """Each query alone through the cached chain; what it was served and by whose entry."""
+def replay(corpus: str, rows: list[dict], cache_params: Optional[dict] = None, cache_file: str = "cache") -> list[dict]:
+    """Each query alone through the cached chain, from an empty cache of its own file (an engine the process
+    still holds on a deleted file would keep its entries); what each was served and by whose entry."""
     from ragcost.runtime.pipeline import Pipeline
     from ragcost.records import QueryState
 
-    for leftover in (FOLDER / corpus).glob("cache.duckdb*"):
+    for leftover in (FOLDER / corpus).glob(f"{cache_file}.duckdb*"):
         leftover.unlink()
-    pipe = Pipeline.load(write_pipeline(corpus, True, cache_params))
+    pipe = Pipeline.load(write_pipeline(corpus, True, cache_params, cache_file))
     pipe.warm_up()
     h = pipe.stage("cache").handle
     made_by: dict[str, dict] = {}  # entry id -> the row whose miss wrote it
@@ -187,7 +188,7 @@ def run_bench(corpora: list[str], details: Optional[Path]) -> dict[str, Any]:
             (details / f"{corpus}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in got))
     out["heldout_file"] = {}  # the hand pairs written before the synonym rule was tuned, replayed the same way
     for corpus in corpora:
-        got = replay(corpus, heldout_rows([corpus]))
+        got = replay(corpus, heldout_rows([corpus]), cache_file="cache-heldout")
         seconds = [r for r in got if r["after"]]
         out["heldout_file"][corpus] = summary(seconds)
         if details:
