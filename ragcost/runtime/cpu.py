@@ -15,6 +15,12 @@ call. Here a call is charged the CPU of the threads doing its work, **added up**
 Another Python thread -- another session's, an application's own -- is never added. The sum is
 kept between the calling thread's CPU and the process's CPU over the call.
 
+**numpy's BLAS pool** is native too, but shared with the application: while a foreign Python
+thread is alive, a call pins BLAS to one thread and leaves the pool's workers out
+(:mod:`ragcost.runtime.blas`). Beside a thread making threaded products, a query was charged
+1.83-2.22x its CPU alone without that, 1.02-1.13x with it (``python -m bench.cost_attribution
+--parts b``, ``--no-blas-pin`` for the control).
+
 Why added up and not "the process minus the others" (the first version): the per-thread readings
 take time. With many threads (a long test run leaves hundreds) the ``/proc`` scan after a call
 took long enough, competing for the GIL with a foreign thread that burned all the while, that the
@@ -47,8 +53,10 @@ from __future__ import annotations
 import os
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Callable, Iterator, Optional, Sequence
+
+from ragcost.runtime.blas import POOL, BlasPool
 
 _TASK = "/proc/self/task"
 _TICK_NS = 1_000_000_000 // (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
@@ -132,7 +140,8 @@ class CpuMeter:
     :func:`agrees` is used, chosen at first use.
     """
 
-    def __init__(self, readers: Sequence[tuple[str, Reader]] = READERS) -> None:
+    def __init__(self, readers: Sequence[tuple[str, Reader]] = READERS, blas: Optional[BlasPool] = None) -> None:
+        self.blas = blas if blas is not None else POOL
         self._readers = tuple(readers)
         self._read: Optional[Reader] = None
         self.clock: Optional[str] = None  # the name of the per-thread clock in use (None: process CPU)
@@ -183,6 +192,10 @@ class CpuMeter:
             return True  # native pool threads; in a ragcost-only process, everything
         return t.name.startswith("ragcost")
 
+    def _foreign(self, me: int, pythons: dict[int, threading.Thread]) -> bool:
+        """Is a Python thread alive that is not ragcost's (an application's own)?"""
+        return any(tid != me and not self._counted(tid, pythons) for tid in pythons)
+
     @contextmanager
     def call(self) -> Iterator[CallCpu]:
         """Measure one stage call (serialised with every other in the process)."""
@@ -192,26 +205,34 @@ class CpuMeter:
         with self._mu:
             self._owners.add(me)  # a thread that makes stage calls runs queries: its other CPU is overhead
         with self._call_lock:
-            before = self._read() if self._read is not None else {}
-            # the process clock's window holds the thread clock's: process >= own by construction
-            p0 = time.process_time_ns()
-            t0 = time.thread_time_ns()
-            try:
-                yield out
-            finally:
-                own = time.thread_time_ns() - t0
-                process = time.process_time_ns() - p0  # every thread, those that exited during the call too
-                spent = process
-                if self._read is not None:
-                    after = self._read()
-                    spent = self._added_up(me, own, process, before, after, _python_threads())
-                out.seconds = spent / 1e9
-                with self._mu:
-                    self._charged += out.seconds
+            exclude: set[int] = set()
+            pin = nullcontext()
+            if self._read is not None and self.blas.threaded() and self._foreign(me, _python_threads()):
+                # an application thread may be using the BLAS pool: our products on our thread, theirs on theirs
+                exclude = self.blas.find_workers(self._read, me, set(_python_threads()))
+                pin = self.blas.pinned()
+            with pin:
+                before = self._read() if self._read is not None else {}
+                # the process clock's window holds the thread clock's: process >= own by construction
+                p0 = time.process_time_ns()
+                t0 = time.thread_time_ns()
+                try:
+                    yield out
+                finally:
+                    own = time.thread_time_ns() - t0
+                    process = time.process_time_ns() - p0  # every thread, those that exited during the call too
+                    spent = process
+                    if self._read is not None:
+                        after = self._read()
+                        spent = self._added_up(me, own, process, before, after, _python_threads(), exclude)
+                    out.seconds = spent / 1e9
+                    with self._mu:
+                        self._charged += out.seconds
 
     def _added_up(self, me: int, own: int, process: int, before: dict[int, int], after: dict[int, int],
-                  pythons: dict[int, threading.Thread]) -> int:
-        """The call's CPU ns: the calling thread + its pools + exited threads, within [own, process]."""
+                  pythons: dict[int, threading.Thread], exclude: set[int] = frozenset()) -> int:
+        """The call's CPU ns: the calling thread + its pools + exited threads, within [own, process].
+        ``exclude``: native threads that did not work for the call (the BLAS pool while pinned)."""
         pool = others = 0
         for tid, ns in after.items():
             if tid == me:
@@ -221,9 +242,9 @@ class CpuMeter:
                 with self._mu:  # started by the stage: its CPU now and later is ragcost's
                     self._owners.add(tid)
                     self._spawned.add(tid)
-            if tid not in pythons or tid in self._spawned:
+            if (tid not in pythons and tid not in exclude) or tid in self._spawned:
                 pool += grew
-            else:  # another Python thread: not this call's work
+            else:  # another Python thread, or the BLAS pool busy with one: not this call's work
                 others += grew
         # What no live thread accounts for is the CPU of threads that exited during the call. The
         # readings' window is wider than the process clock's, so this errs low; never below 0.
@@ -254,8 +275,10 @@ class CpuMeter:
             used = p - self._last_process
             if now:
                 pythons = _python_threads()
+                # the BLAS pool outside calls works for an application thread when there is one
+                blas = (self.blas.workers or set()) if self._foreign(-1, pythons) else set()
                 used -= sum(max(ns - self._last.get(tid, 0), 0) for tid, ns in now.items()
-                            if not self._counted(tid, pythons))
+                            if tid in blas or not self._counted(tid, pythons))
             self._last, self._last_process = now, p
             used_s = max(used, 0) / 1e9
             out = max(used_s - self._charged, 0.0)

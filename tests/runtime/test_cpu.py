@@ -10,7 +10,8 @@ import pytest
 
 from ragcost.cost.pricebook import parse_price_book
 from ragcost.records import QueryState, UsageRecord
-from ragcost.runtime.cpu import METER, CpuMeter, agrees, schedstat_ns, stat_ns
+from ragcost.runtime.blas import BlasPool
+from ragcost.runtime.cpu import METER, CpuMeter, _python_threads, agrees, schedstat_ns, stat_ns
 from ragcost.runtime.runner import Runner, overhead_call
 
 BOOK = {"version": "t", "as_of": "2026-11-30", "queries_per_month": 1000,
@@ -147,6 +148,54 @@ class TestTheReadingsCannotTakeTheCallsOwnCpuAway:
         pythons = {main: threading.current_thread(), 2: threading.Thread()}  # 3 is native: a pool
         got = CpuMeter(readers=[])._added_up(main, 300, process, {main: 0, **before}, {main: 300, **after}, pythons)
         assert got == want, case
+
+
+def products(stop: threading.Event, size: int) -> None:
+    import numpy as np
+
+    x = np.full((size, size), 0.5)
+    while not stop.is_set():
+        x = (x @ x.T) / size
+
+
+@pytest.mark.skipif(not BlasPool().threaded(), reason="numpy's BLAS runs one thread here: no pool to share")
+class TestTheBlasPool:
+    """OpenBLAS's workers are native threads shared with the application: a foreign thread's
+    threaded products (and the pool's spin after each) were charged to the stage call in flight."""
+
+    def test_a_foreign_threads_products_are_not_the_calls(self):
+        meter = CpuMeter(blas=BlasPool())
+        me = threading.get_native_id()
+        assert meter.blas.find_workers(meter.thread_cpu_ns, me, set(_python_threads()))  # the probe sees the pool
+        stop = threading.Event()
+        th = threading.Thread(target=products, args=(stop, 256), daemon=True)
+        th.start()
+        try:
+            with meter.call() as c:
+                assert [ctl.num_threads for ctl in meter.blas.controllers()] == [1] * len(meter.blas.controllers())
+                used = burn(0.3)
+        finally:
+            stop.set()
+            th.join()
+        assert meter.blas.threaded()  # restored after the call
+        assert c.seconds == pytest.approx(used, rel=0.15, abs=0.02)
+
+    def test_with_no_foreign_thread_blas_stays_threaded_and_is_the_calls(self):
+        import numpy as np
+
+        meter = CpuMeter(blas=BlasPool())
+        assert not meter._foreign(threading.get_native_id(), {threading.get_native_id(): threading.current_thread()})
+        x = np.full((256, 256), 0.5)
+        meter.own_thread()
+        if meter._foreign(threading.get_native_id(), _python_threads()):
+            pytest.skip("a thread left by another test is alive: calls pin here")
+        with meter.call() as c:
+            t0 = thread_time()
+            for _ in range(40):
+                x @ x
+            own = thread_time() - t0
+        assert meter.blas.workers is None  # never probed: nothing to share with
+        assert c.seconds > own  # the pool's CPU (and spin) is the call's
 
 
 class TestPerQueryWork:
