@@ -11,7 +11,8 @@ run on the calling thread, and so do the foreign thread's products made meanwhil
 thread. The workers' CPU then is never the call's, and the meter leaves them out.
 
 The workers are found once, the first time a call pins, by a probe: native threads that stay
-still for 10 ms and then advance during 30 ms of threaded products on the calling thread. A
+still for 10 ms and then advance during 30 ms of threaded products on the calling thread (it
+waits out their spin after, up to 0.5 s; their CPU in it goes to the ``overhead`` row). A
 foreign thread already making threaded products during the probe hides them (they are counted
 as a pool then, as before this module). No numpy, no threadpoolctl, or one BLAS thread: nothing
 to do.
@@ -26,12 +27,14 @@ from typing import Callable, Iterator, Optional
 
 _QUIET_S, _PROBE_S = 0.01, 0.03
 _MOVED_NS = 2_000_000  # a worker that took part in the probe's products ran at least this long
+_SPIN_WAIT_S = 0.5
 
 
 class BlasPool:
     def __init__(self) -> None:
         self._controllers: Optional[list] = None
         self.workers: Optional[set[int]] = None  # native thread ids of the BLAS pool (None: not probed)
+        self.probe_ns = 0  # the workers' CPU in the probe: ragcost's own, claimed as overhead
 
     def controllers(self) -> list:
         """threadpoolctl's BLAS controllers, looked up once numpy is loaded ([] without it)."""
@@ -66,8 +69,18 @@ class BlasPool:
         while time.perf_counter() < end:
             x @ x
         r2 = read()
-        self.workers = {t for t, ns in r2.items() if t != me and t not in pythons
-                        and ns - r1.get(t, ns) >= _MOVED_NS and r1.get(t, 0) - r0.get(t, 0) < _MOVED_NS // 2}
+        moved = {t for t, ns in r2.items() if t != me and t not in pythons
+                 and ns - r1.get(t, ns) >= _MOVED_NS and r1.get(t, 0) - r0.get(t, 0) < _MOVED_NS // 2}
+        # the workers spin a while after the last product: wait that out, so the probe's CPU is known
+        end, last = time.perf_counter() + _SPIN_WAIT_S, r2
+        while moved and time.perf_counter() < end:
+            time.sleep(0.02)
+            now = read()
+            if all(now.get(t, 0) - last.get(t, 0) < _MOVED_NS // 4 for t in moved):
+                break
+            last = now
+        self.probe_ns = sum(max(last.get(t, 0) - r1.get(t, 0), 0) for t in moved)
+        self.workers = moved
         return self.workers
 
     @contextmanager

@@ -280,6 +280,9 @@ class CpuMeter:
                 used -= sum(max(ns - self._last.get(tid, 0), 0) for tid, ns in now.items()
                             if tid in blas or not self._counted(tid, pythons))
             self._last, self._last_process = now, p
+            if now and blas:
+                used += self.blas.probe_ns  # the BLAS probe ran for ragcost, on threads left out above
+            self.blas.probe_ns = 0
             used_s = max(used, 0) / 1e9
             out = max(used_s - self._charged, 0.0)
             self._charged = 0.0
