@@ -86,7 +86,7 @@ def test_the_judge_fit_on_half_the_queries_predicts_the_other_half(shared_data, 
     assert res["useful_judge"].startswith("calibrated") and len(res["queries"]) == len(held)
     ratio_useful = res["useful"] / q["predicted"]
     # Like with like: eval prices the stages it runs (embed, retrieve) and storage; the CLI process's CPU
-    # outside stage calls (the `overhead` row) is query time's alone (docs/useful-documents.md), shown beside.
+    # outside stage calls (the `overhead` row) is query time's alone (docs/concepts/useful-documents.md), shown beside.
     over = sum(x["usd"] for x in res["stages"] if x["stage"] == "overhead")
     assert {x["stage"] for x in res["stages"]} == {"embed", "retrieve", "overhead"}
     priced = (res["total_usd"] - over) / res["useful"]
