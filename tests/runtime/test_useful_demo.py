@@ -20,5 +20,5 @@ def test_the_demo_abstains_off_topic_and_answers_on_topic(tmp_path, capsys):
     assert test["on_topic"] >= 30 and test["off_topic"] >= 30
     assert test["off_topic_abstained_or_lt_half_useful"] >= 0.9
     assert test["on_topic_answered_ge_half_useful"] >= 0.9
-    # the demo chain is at least as good as plain dense retrieval (measured equal: 0.963 and 0.963)
+    # the demo chain is at least as good as plain dense retrieval (measured equal over 90 questions: 86 and 86)
     assert res["hit_at_3"]["demo_chain"] >= res["hit_at_3"]["plain_dense"]
