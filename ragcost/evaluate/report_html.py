@@ -123,6 +123,54 @@ def bars(items: Sequence[tuple[str, float]], title: str, unit: str) -> str:
     return "".join(out)
 
 
+def reliability(fit: Optional[dict], title: str) -> str:
+    """A reliability diagram of the expected-useful judge (``ConfigResult.expected``): per P(relevant) bucket of
+    its held-out predictions, the mean predicted probability (x) against the share the qrels call relevant (y)."""
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="plot reliability" width="{W}" height="{H}" viewBox="0 0 {W} {H}" role="img">',
+           f'<title>{_esc(title)}</title><rect width="{W}" height="{H}" fill="#fff"/>',
+           f'<text x="{W / 2}" y="18" text-anchor="middle" font-size="14" font-weight="bold">{_esc(title)}</text>']
+    q = (fit or {}).get("quality") or {}
+    rows = [b for b in q.get("buckets") or [] if b.get("documents")]
+    if not rows:
+        why = (fit or {}).get("error") or "no expected-useful judge was fit"
+        out.append(f'<text x="{W / 2}" y="{H / 2}" text-anchor="middle" font-size="12">{_esc(why[:90])}</text></svg>')
+        return "".join(out)
+    pw, ph = W - PAD_L - PAD_R, H - PAD_T - PAD_B
+
+    def sx(v: float) -> float:
+        return PAD_L + v * pw
+
+    def sy(v: float) -> float:
+        return PAD_T + ph - v * ph
+
+    out.append(f'<rect x="{PAD_L}" y="{PAD_T}" width="{pw}" height="{ph}" fill="#fafafa" stroke="#333"/>')
+    for t in (0.0, 0.2, 0.4, 0.6, 0.8, 1.0):
+        out.append(f'<line x1="{sx(t):.1f}" y1="{PAD_T}" x2="{sx(t):.1f}" y2="{PAD_T + ph}" stroke="#e3e3e3"/>'
+                   f'<text x="{sx(t):.1f}" y="{PAD_T + ph + 16}" text-anchor="middle" font-size="11">{t:.1f}</text>'
+                   f'<line x1="{PAD_L}" y1="{sy(t):.1f}" x2="{PAD_L + pw}" y2="{sy(t):.1f}" stroke="#e3e3e3"/>'
+                   f'<text x="{PAD_L - 6}" y="{sy(t) + 4:.1f}" text-anchor="end" font-size="11">{t:.1f}</text>')
+    out.append(f'<line class="diagonal" x1="{sx(0):.1f}" y1="{sy(0):.1f}" x2="{sx(1):.1f}" y2="{sy(1):.1f}" stroke="#999" stroke-dasharray="4 3"/>')
+    out.append(f'<text x="{PAD_L + pw / 2}" y="{H - 10}" text-anchor="middle" font-size="12">predicted P(relevant), bucket mean</text>'
+               f'<text transform="translate(16 {PAD_T + ph / 2}) rotate(-90)" text-anchor="middle" font-size="12">share relevant by the qrels</text>')
+    most = max(b["documents"] for b in rows)
+    pts = []
+    for b in rows:
+        n = b["documents"]
+        x, y = b["predicted"] / n, b["actual"] / n
+        pts.append((x, y))
+        r = 3 + 6 * math.sqrt(n / most)  # area grows with the bucket's documents
+        out.append(f'<circle class="bucket" cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="{r:.1f}" fill="{COLORS["front"]}" fill-opacity="0.8" '
+                   f'stroke="#222" stroke-width="0.6"><title>P {b["lo"]:.1f}-{b["hi"]:.1f}: {n} documents, predicted '
+                   f'{b["predicted"]:.1f} useful, qrels {b["actual"]:.0f}</title></circle>')
+    out.append('<polyline fill="none" stroke="#d95f02" stroke-width="1.2" points="'
+               + " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts) + '"/>')
+    ratio = "n/a" if q.get("ratio") is None else f"{q['ratio']:.3f}"
+    out.append(f'<text x="{PAD_L + 8}" y="{PAD_T + 16}" font-size="11">held-out ({q.get("folds", "?")}-fold over {q.get("queries", "?")} '
+               f'queries): ECE {q.get("ece", float("nan")):.4f}, predicted / qrels useful {ratio}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
 def _kind(r: Any) -> str:
     return "best" if r.recommended else "front" if r.pareto else "other"
 
@@ -203,6 +251,7 @@ by the interval of its quality relative to the best, and cheaper only where the 
 {scatter(p1, "$ per useful retrieved document (log)", q, f"{q} vs $ per useful document", log_x=True)}
 {scatter(p2, "p95 search latency, ms (log)", q, f"{q} vs p95 latency", log_x=True)}
 {bars(list(builds.items()), "bytes per vector (index)", "bytes")}
+{_reliability_of(ok, rec, q)}
 </div>
 <table><thead><tr>{"".join(f"<th>{_esc(h)}</th>" for h in head)}</tr></thead><tbody>
 {"".join(rows)}
@@ -211,6 +260,14 @@ by the interval of its quality relative to the best, and cheaper only where the 
 </body></html>
 """
 
+
+def _reliability_of(ok: Sequence[Any], rec: Any, q: str) -> str:
+    """The reliability diagram of the recommended configuration's judge (else the best by quality)."""
+    r = rec or max(ok, key=lambda x: x.metrics.get(q, 0), default=None)
+    if r is None or getattr(r, "expected", None) is None:
+        return ""
+    label = r.expected.get("label", "") if isinstance(r.expected, dict) else ""
+    return reliability(r.expected, f"expected-useful judge of {r.name}" + (f" ({label})" if label else ""))
 
 def _interval_note(run: Any) -> str:
     iv = getattr(run, "intervals", None) or {}

@@ -5,12 +5,23 @@ Store of its own: ``.ragcost/eval/<dataset>-<fingerprint12>-c<size>o<overlap>.du
 fingerprint is the model's bytes, the name carries the chunking, and the store's per-document
 content hashes (with pruning) keep it at the corpus revision, so a rerun embeds nothing new.
 Query vectors are cached beside it per embedder (not per chunking), keyed by the hash of each
-query's text, with the measured embedding seconds and tokens that price them.
+query's text, with the tokens that price them.
+
+What embedding the evaluated queries costs is measured the way ``ragcost query`` measures it: the
+pipeline's embed stage through the runner (its CPU meter, the stage's tokenizer count), over the
+evaluated queries in batches of ``embed.batch_size``, after one untimed batch. The measurement is
+kept in ``<dataset>-<fingerprint12>.query-cpu.json`` under a key of the query set and of the
+conditions it depends on (thread policy, torch threads, CPUs, the embed config, the meter): rerun
+under the same conditions it is reused (every chunking of a grid prices the same seconds); under
+other conditions, or for another query set, it is measured again, never carried over.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from time import perf_counter, process_time
@@ -150,7 +161,70 @@ def embed_queries(pipe: Pipeline, queries: dict[str, str], dataset: Path, cache_
                  seconds=np.array([cached[q][2] for q in keys]), tokens=np.array([cached[q][3] for q in keys]),
                  cpu=np.array([cached[q][4] for q in keys]))
         tmp.replace(path)
+    seconds, cpu = query_cpu(pipe, ids, [queries[q] for q in ids], dataset, cache_dir)
     return QueryVectors(
         ids, np.vstack([cached[q][1] for q in ids]).astype(np.float32),
-        np.array([cached[q][2] for q in ids]), np.array([cached[q][3] for q in ids]), len(todo),
-        np.array([cached[q][4] for q in ids]))
+        seconds, np.array([cached[q][3] for q in ids]), len(todo), cpu)
+
+
+MEASURE_VERSION = 2  # 1: process CPU of emb.embed, each query its batch's share of whichever set was embedded first
+KEEP_MEASUREMENTS = 16
+
+
+def measure_conditions(pipe: Pipeline) -> dict:
+    """What a query-embedding CPU figure depends on besides the texts; one measured under others is measured again."""
+    from ragcost.runtime.cpu import METER
+
+    torch = sys.modules.get("torch")  # loaded by the embedder's warm_up when it is a torch model
+    return {"version": MEASURE_VERSION, "embed": pipe.config.embed.model_dump(mode="json"),
+            "per_thread_meter": METER.per_thread, "cpus": os.cpu_count(),
+            "torch_threads": torch.get_num_threads() if torch is not None else None,
+            "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+            "RAGCOST_TORCH_THREADS": os.environ.get("RAGCOST_TORCH_THREADS")}
+
+
+def query_cpu(pipe: Pipeline, ids: list[str], texts: list[str], dataset: Path, cache_dir: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(wall, CPU) seconds per query of embedding exactly these queries as ``ragcost query`` does; reused only
+    when measured for the same queries under the same conditions."""
+    path = cache_dir / f"{dataset.name}-{pipe.embedder.fingerprint()[:12]}.query-cpu.json"
+    cond = measure_conditions(pipe)
+    key = hashlib.sha256(json.dumps([cond, [_text_hash(t) for t in texts]], sort_keys=True).encode()).hexdigest()[:20]
+    book: dict = {}
+    if path.is_file():
+        try:
+            book = json.loads(path.read_text())
+        except (OSError, ValueError):
+            book = {}  # a damaged file is measured again, never trusted
+    got = book.get(key)
+    if isinstance(got, dict) and len(got.get("cpu") or []) == len(ids) and got.get("conditions") == cond:
+        return np.asarray(got["seconds"], float), np.asarray(got["cpu"], float)
+    seconds, cpu = _measure(pipe, ids, texts)
+    book[key] = {"conditions": cond, "queries": len(ids), "seconds": seconds.tolist(), "cpu": cpu.tolist()}
+    book = dict(list(book.items())[-KEEP_MEASUREMENTS:])
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.json")
+    tmp.write_text(json.dumps(book))
+    tmp.replace(path)
+    return seconds, cpu
+
+
+def _measure(pipe: Pipeline, ids: list[str], texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The pipeline's embed stage over the queries in batches of embed.batch_size, timed by the runner."""
+    from ragcost.records import QueryState
+    from ragcost.runtime.runner import Runner
+    from ragcost.stages.embed import EmbedQueries
+
+    stage = EmbedQueries(EmbedQueries.Params(resource=pipe.config.embed.resource), pipe)
+    stage.warm_up()
+    runner = Runner([stage], pipe.price_book)
+    bs = pipe.config.embed.batch_size
+    batch = lambda lo: [QueryState(text=t, id=q) for q, t in zip(ids[lo:lo + bs], texts[lo:lo + bs])]  # noqa: E731
+    if ids:
+        runner.run(batch(0))  # untimed: the first call after loading pages in code and memory
+    wall, cpu = np.zeros(len(ids)), np.zeros(len(ids))
+    for lo in range(0, len(ids), bs):
+        rec = runner.run(batch(lo)).calls[0].record
+        n = rec.items
+        wall[lo:lo + n] = rec.wall_seconds / n
+        cpu[lo:lo + n] = (rec.cpu_seconds if rec.cpu_seconds is not None else rec.wall_seconds) / n
+    return wall, cpu

@@ -102,7 +102,10 @@ class GroundedGuard(Guard):
         self._notes = {"sentences": 0, "verbatim": 0, "embedded": 0}
         per_state = []
         for s in batch:
-            sents = sentences(s.answer or "", self.params.min_chars)
+            # an answer that abstains ("the sources hold no answer") makes no claim to check
+            gen = s.notes.get("generation")
+            abstained = isinstance(gen, dict) and bool(gen.get("abstained"))
+            sents = [] if abstained else sentences(s.answer or "", self.params.min_chars)
             cited = set(s.citations)
             hits = [i for i, h in enumerate(s.hits) if not self.params.cited_only or h.doc_id in cited]
             per_state.append((sents, hits))

@@ -81,3 +81,31 @@ def test_the_report_renders_with_plots_in_headless_chromium(tmp_path):
     assert near("#d95f02") > 100, "the Pareto-front points were not drawn"
     assert near("#1b9e77") > 100, "the recommended point was not drawn"
     assert (img.sum(axis=2) < 720).mean() > 0.02, "the page is nearly blank"
+
+
+class TestReliabilityDiagram:
+    def test_it_draws_each_bucket_of_a_real_eval_runs_held_out_judge(self, tmp_path):
+        from ragcost.evaluate.run import run_eval
+        from ragcost.evaluate.spec import load_spec
+        from tests.evaluate.conftest import REPO, write_beir, write_spec
+
+        write_beir(tmp_path / "data" / "synth")
+        spec = write_spec(tmp_path, grid=f"grid:\n  - index: {REPO}/indexes/flat.yaml\n", dims=[64], precisions=["float32"], k=[10])
+        run = run_eval(load_spec(spec), tmp_path / "cache")
+        [r] = run.ok()
+        buckets = r.expected["quality"]["buckets"]
+        assert buckets and "error" not in r.expected
+        html = render(run)
+        svg = html[html.index('<svg xmlns="http://www.w3.org/2000/svg" class="plot reliability"'):]
+        svg = svg[:svg.index("</svg>")]
+        assert svg.count('<circle class="bucket"') == len([b for b in buckets if b["documents"]])
+        assert f"ECE {r.expected['quality']['ece']:.4f}" in svg and r.expected["label"] in svg
+        b = buckets[0]
+        assert f"{b['documents']} documents, predicted {b['predicted']:.1f} useful, qrels {b['actual']:.0f}" in svg
+
+    def test_a_judge_that_could_not_be_fit_says_why(self):
+        from ragcost.evaluate.report_html import reliability
+
+        svg = reliability({"error": "12 judged documents, fewer than the 50 a fit needs"}, "t")
+        assert "fewer than the 50" in svg and "<circle" not in svg
+        assert "no expected-useful judge was fit" in reliability(None, "t")

@@ -103,7 +103,7 @@ class TestCli:
 
         assert pq.read_table(tmp_path / "r.parquet").num_rows == len(rows)
         html = (tmp_path / "r.html").read_text()
-        assert html.count("<svg") == 3 and "<script" not in html
+        assert html.count("<svg") == 4 and "reliability" in html and "<script" not in html
 
         assert main([*args, "--max-queries", "4"]) == 0
         capsys.readouterr()

@@ -210,6 +210,19 @@ class TestVerdicts:
         finally:
             bare.close()
 
+    def test_an_answer_that_abstains_is_not_checked_as_a_claim(self, kb):
+        from ragcost.generate.abstain import NO_ANSWER
+
+        pipe, _ = kb
+        s = QueryState(text="what is the capital of France?", hits=hits_of(pipe), answer=NO_ANSWER, citations=[])
+        s.notes["generation"] = {"abstained": True}
+        assert guard(pipe).check([s], "answer") == [[]]
+        assert "grounded" not in s.notes  # no verdicts: nothing was claimed
+        # the same sentence from an answer that did not abstain is checked (and unsupported here)
+        t = QueryState(text="q", hits=hits_of(pipe), answer=NO_ANSWER, citations=["refunds"])
+        [found] = guard(pipe).check([t], "answer")
+        assert [f.match for f in found] == [NO_ANSWER]
+
     def _verdicts(self, g, pipe):
         s = self.state(pipe)
         g.check([s], "answer")

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 
-
-@pytest.mark.slow  # embeds the 79 pydoc topics, then runs 105 questions through the whole chain
+@pytest.mark.slow  # embeds the 79 pydoc topics, then runs 141 questions through the whole chain
 def test_the_demo_abstains_off_topic_and_answers_on_topic(quickstart_index):
     from bench.useful_demo import measure
 
     pipe = quickstart_index()
     res = measure(pipe)
     test = res["splits"]["test"]
+    print(f"demo test split: off-topic abstained or < 0.5 useful {test['off_topic_abstained_or_lt_half_useful']:.3f} "
+          f"of {test['off_topic']}, on-topic answered >= 0.5 useful {test['on_topic_answered_ge_half_useful']:.3f} of "
+          f"{test['on_topic']}; hit@3 {json.dumps(res['hit_at_3']['by_split'])}")
     assert test["on_topic"] >= 30 and test["off_topic"] >= 30
     assert test["off_topic_abstained_or_lt_half_useful"] >= 0.9
     assert test["on_topic_answered_ge_half_useful"] >= 0.9
-    # the demo chain is at least as good as plain dense retrieval (measured equal: 0.963 and 0.963)
+    # the demo chain is at least as good as plain dense retrieval (measured equal over 90 questions: 86 and 86)
     assert res["hit_at_3"]["demo_chain"] >= res["hit_at_3"]["plain_dense"]

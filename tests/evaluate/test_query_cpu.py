@@ -1,0 +1,52 @@
+"""Eval's query-embedding CPU: measured through the embed stage, reused only under the same conditions."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from ragcost.evaluate.vectors import embed_queries
+from ragcost.runtime.pipeline import Pipeline
+from tests.evaluate.conftest import write_beir, write_spec
+
+QUERIES = {f"q{i}": f"what about topic {i} and its data" for i in range(40)}
+
+
+def _setup(tmp_path):
+    data = write_beir(tmp_path / "data" / "synth")
+    write_spec(tmp_path)
+    return Pipeline.load(tmp_path / "pipe.yaml"), data
+
+
+def test_a_measurement_is_reused_for_the_same_queries_and_conditions_only(tmp_path, monkeypatch):
+    pipe, data = _setup(tmp_path)
+    cache = tmp_path / "cache"
+    calls = []
+    real = pipe.embedder.embed
+    monkeypatch.setattr(pipe.embedder, "embed", lambda texts: calls.append(len(texts)) or real(texts))
+    first = embed_queries(pipe, QUERIES, data, cache)
+    assert first.cpu is not None and (first.cpu > 0).all() and len(first.cpu) == 40
+    # batches of embed.batch_size (16) through the embed stage, after one untimed batch
+    path = next(cache.glob("*.query-cpu.json"))
+    assert len(json.loads(path.read_text())) == 1
+    n = len(calls)
+    again = embed_queries(pipe, QUERIES, data, cache)
+    assert len(calls) == n and np.array_equal(again.cpu, first.cpu)  # same queries, same conditions: reused
+    half = dict(list(QUERIES.items())[:20])
+    embed_queries(pipe, half, data, cache)  # another query set: measured for itself, not a share of the first
+    assert len(calls) > n and len(json.loads(path.read_text())) == 2
+    n = len(calls)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # another thread policy: never carried over
+    embed_queries(pipe, QUERIES, data, cache)
+    assert len(calls) > n and len(json.loads(path.read_text())) == 3
+
+
+def test_a_damaged_measurement_file_is_measured_again(tmp_path):
+    pipe, data = _setup(tmp_path)
+    cache = tmp_path / "cache"
+    embed_queries(pipe, QUERIES, data, cache)
+    path = next(cache.glob("*.query-cpu.json"))
+    path.write_text("{not json")
+    qv = embed_queries(pipe, QUERIES, data, cache)
+    assert (qv.cpu > 0).all() and len(json.loads(path.read_text())) == 1
