@@ -70,6 +70,11 @@ class EmbedConfig(Strict):
                                "2.8x float32's texts/s on a CPU with AMX (bench.embed), with vectors within cosine 0.9999 "
                                "of float32's, and slower than float32 on a CPU without them")
     batch_size: int = Field(64, ge=1, description="texts per encode batch")
+    single_thread_chars: int = Field(
+        512, ge=0, description="type sentence-transformers on CPU: an encode whose texts total fewer characters than "
+                               "this (one query, a few answer sentences) runs on one torch thread; a second thread "
+                               "only waits to join on so little work (python -m bench.demo_latency --part threads); "
+                               "longer encodes use every core (or RAGCOST_TORCH_THREADS); 0 = never")
     device: Literal["cpu", "cuda", "auto"] = Field("auto", description="auto = cuda when available")
     resource: Optional[str] = Field(None, description="price-book resource; default: the pipeline's")
     onnx: Optional[OnnxOptions] = Field(None, description="options of type: onnx")
