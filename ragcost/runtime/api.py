@@ -233,7 +233,8 @@ class Session:
         state = self.state(text, filter, k, tenant)
 
         def on_event(s: QueryState, kind: str, payload: str) -> None:
-            loop.call_soon_threadsafe(q.put_nowait, {"type": kind, "text": payload})
+            if kind != "sources":  # for stream checkers (ragcost.serve.gate), not callers
+                loop.call_soon_threadsafe(q.put_nowait, {"type": kind, "text": payload})
 
         def work() -> Answer:
             answer = self.run_batch([state], on_event)[0]

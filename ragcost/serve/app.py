@@ -277,6 +277,7 @@ def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first
             raise HTTPError(400, err, "messages", code="invalid_value")
         options = generation_options(req, svc.caps)
         t = await _ticket(svc, call, text, req.filter, req.k, tenant, options, req.user)
+        t.stream = bool(req.stream)
         if req.stream:
             usage = bool(req.stream_options and req.stream_options.include_usage)
             return StreamingResponse(_sse(svc, t, usage, call), media_type="text/event-stream")
@@ -373,8 +374,11 @@ async def _sse(svc: Service, t: Ticket, include_usage: bool, call: Call) -> Asyn
     """Pieces as generation streams them; the rows are committed before the last chunk is sent.
 
     When a guard on the answer may block or rewrite it (``svc.hold_stream``), nothing of the text
-    leaves until the answer has passed: then the guarded answer is sent, or the refusal."""
+    leaves unchecked: with a sentence gate (:mod:`ragcost.serve.gate`) each sentence leaves once the
+    blocking checks passed it, else the whole answer waits for the guard; then the rest of the
+    guarded answer is sent, or the refusal."""
     waiter = getter = None
+    sent = ""  # the held stream's text the gate released
     call.outcome = "error"
     try:
         yield _chunk(t, svc.name, {"role": "assistant", "content": ""})
@@ -385,7 +389,8 @@ async def _sse(svc: Service, t: Ticket, include_usage: bool, call: Call) -> Asyn
                                          return_when=asyncio.FIRST_COMPLETED)
             if getter in done:
                 kind, piece = getter.result()
-                if kind == "text" and not svc.hold_stream:
+                if kind == ("released" if svc.hold_stream else "text"):
+                    sent += piece if svc.hold_stream else ""
                     yield _chunk(t, svc.name, {"content": piece})
                 continue
             getter.cancel()
@@ -397,7 +402,8 @@ async def _sse(svc: Service, t: Ticket, include_usage: bool, call: Call) -> Asyn
             break
         while not t.events.empty():  # pieces that arrived with the answer
             kind, piece = t.events.get_nowait()
-            if kind == "text" and not svc.hold_stream:
+            if kind == ("released" if svc.hold_stream else "text"):
+                sent += piece if svc.hold_stream else ""
                 yield _chunk(t, svc.name, {"content": piece})
         a = waiter.result()
         try:
@@ -420,7 +426,9 @@ async def _sse(svc: Service, t: Ticket, include_usage: bool, call: Call) -> Asyn
         else:
             call.outcome = "ok"
             if svc.hold_stream and a.answer:
-                yield _chunk(t, svc.name, {"content": a.answer})
+                rest = a.answer[len(sent):] if a.answer.startswith(sent) else ""  # released text is always its prefix
+                if rest:
+                    yield _chunk(t, svc.name, {"content": rest})
             yield _chunk(t, svc.name, {}, _finish_reason(a))
         if include_usage and call.outcome in ("ok", "blocked"):
             yield _chunk(t, svc.name, {}, usage=_usage(a))

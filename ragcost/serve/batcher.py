@@ -60,6 +60,7 @@ class Ticket:
     answered_at: float = 0.0  # monotonic seconds its batch ended (the commit and the response come after)
     user: Optional[str] = None  # the OpenAI request's user: the query's ledger label
     body: Optional[bytes] = None  # the answer's /v1/query JSON, rendered in the batch thread (off the event loop)
+    stream: bool = False  # a streamed chat request: a held stream is released through the gate, if any
 
 
 # A batch may run this much longer than the model says before a request in it would miss its
@@ -141,9 +142,10 @@ class ServiceModel:
 
 class Batcher:
     def __init__(self, session: Session, window_ms: float, max_batch: int, max_queue: int, metrics: Any = None,
-                 by_deadline: bool = True, render: Optional[Callable[[Answer], bytes]] = None) -> None:
+                 by_deadline: bool = True, render: Optional[Callable[[Answer], bytes]] = None, gate: Any = None) -> None:
         self.session = session
         self.render = render
+        self.gate = gate  # ragcost.serve.gate.SentenceGate: a held stream released a sentence at a time
         self.window = window_ms / 1000
         self.max_batch = max_batch if window_ms > 0 else 1  # window 0: each request runs alone
         self._q: asyncio.Queue = asyncio.Queue(maxsize=max_queue)
@@ -271,9 +273,17 @@ class Batcher:
                 continue
             by_state = {id(t.state): t for t in batch}
 
+            gate = self.gate
+
             def on_event(s: QueryState, kind: str, payload: str) -> None:
+                # In the batch thread, inside the generate stage's call (a gate's checks are its CPU).
                 t = by_state.get(id(s))
-                if t is not None:
+                if t is None:
+                    return
+                if gate is not None and t.stream:
+                    for piece in gate.event(s, kind, payload):
+                        loop.call_soon_threadsafe(t.events.put_nowait, ("released", piece))
+                if kind != "sources":
                     loop.call_soon_threadsafe(t.events.put_nowait, (kind, payload))
 
             for t in batch:
@@ -291,6 +301,9 @@ class Batcher:
             finally:
                 self._running = None
                 self.running_n = 0
+                if gate is not None:
+                    for t in batch:
+                        gate.forget(t.state)
             self.batches += 1
             self.batch_seconds.append(monotonic() - t0)
             self.model.add(len(batch), monotonic() - t0)

@@ -31,6 +31,10 @@ class Service:
                                by_deadline=cfg.admission == "deadline", render=public_bytes)
         self.caps = Capabilities.of(self.session.pipe)
         self.hold_stream = holds_answers(self.session.pipe)
+        if self.hold_stream:
+            from ragcost.serve.gate import SentenceGate
+
+            self.batcher.gate = SentenceGate.of(self.session.pipe)  # None: held whole
         self.writer: Optional[LedgerWriter] = None
         self.ready = False
         self.started_at = int(time.time())
