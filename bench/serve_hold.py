@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from bench.serve_overload import QUESTIONS, REPO, _pct, demo_pipeline
+from bench.serve_overload import QUESTIONS, REPO, _pct, demo_pipeline, seed_from_quickstart
 
 
 def _with_policy(p: Path, file: str, policy: str) -> Path:
@@ -64,6 +64,7 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     work = Path(args.work or (REPO / ".ragcost" / "bench-serve-overload"))
     work.mkdir(parents=True, exist_ok=True)
+    seed_from_quickstart(work)
     base = demo_pipeline(work, "demo.yaml", {"admission": "queue"})
     import contextlib
     import sys

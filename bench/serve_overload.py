@@ -35,6 +35,18 @@ QUESTIONS = ["how does with call __exit__?", "what does yield from do?", "how ar
              "what are augmented assignments?", "how does import find modules?", "what does del do?"]
 
 
+def seed_from_quickstart(work: Path) -> None:
+    """Copy the repo's built quickstart store and index (``ragcost index pipelines/quickstart.yaml``) into
+    ``work`` when it has none: the index-time sentence vectors take minutes to embed again."""
+    import shutil
+
+    store, index = REPO / ".ragcost" / "quickstart.duckdb", REPO / ".ragcost" / "quickstart" / "index"
+    if (work / "quickstart.duckdb").exists() or not store.is_file() or not index.is_dir():
+        return
+    shutil.copy2(store, work / "quickstart.duckdb")
+    shutil.copytree(index, work / "index", dirs_exist_ok=True)
+
+
 def demo_pipeline(work: Path, file: str, serve: dict) -> Path:
     from ragcost.config.base import plain
     from ragcost.config.loader import read_yaml
@@ -50,15 +62,65 @@ def demo_pipeline(work: Path, file: str, serve: dict) -> Path:
     return p
 
 
-async def _query(client, i: int) -> dict[str, Any]:
+class RawClient:
+    """A minimal HTTP/1.1 client over asyncio streams, with a keep-alive pool. On a 2-core machine the
+    client shares the CPU with the server: httpx spent enough of it per request to delay the
+    requests it sent (and so their measured latency). This one writes one pre-built request and
+    reads the status line, the headers and a Content-Length body."""
+
+    def __init__(self, url: str) -> None:
+        host, port = url.rsplit("//", 1)[1].split(":")
+        self.host, self.port = host, int(port)
+        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+
+    async def post(self, path: str, payload: dict) -> tuple[int, dict[str, str], bytes]:
+        body = json.dumps(payload).encode()
+        head = (f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        for attempt in (0, 1):
+            pooled = bool(self.idle) and attempt == 0  # a retry always opens a fresh connection
+            reader, writer = self.idle.pop() if pooled else await asyncio.open_connection(self.host, self.port)
+            try:
+                writer.write(head + body)
+                status_line = await reader.readline()
+                if not status_line:
+                    raise ConnectionResetError("closed before the status line")
+                status = int(status_line.split()[1])
+                headers: dict[str, str] = {}
+                while True:
+                    line = await reader.readline()
+                    if line in (b"\r\n", b"\n", b""):
+                        break
+                    k, _, v = line.decode("latin-1").partition(":")
+                    headers[k.strip().lower()] = v.strip()
+                data = await reader.readexactly(int(headers.get("content-length", "0")))
+            except (ConnectionError, asyncio.IncompleteReadError):
+                writer.close()
+                if pooled and attempt == 0:  # the server closed an idle keep-alive connection: a fresh one
+                    continue
+                raise
+            if headers.get("connection", "").lower() == "close":
+                writer.close()
+            else:
+                self.idle.append((reader, writer))
+            return status, headers, data
+        raise ConnectionError("unreachable")
+
+    def close(self) -> None:
+        for _, w in self.idle:
+            w.close()
+        self.idle.clear()
+
+
+async def _query(client: RawClient, i: int) -> dict[str, Any]:
     body = {"text": f"{random.choice(QUESTIONS)} ({i})"}
     t0 = time.perf_counter()
     out: dict[str, Any] = {"sent": t0, "status": None, "latency": None, "retry_after": None, "error": None}
     try:
-        r = await client.post("/v1/query", json=body)
-        out["status"] = r.status_code
-        if r.status_code == 429:
-            out["retry_after"] = float(r.headers.get("retry-after", "nan"))
+        status, headers, _ = await client.post("/v1/query", body)
+        out["status"] = status
+        if status == 429:
+            out["retry_after"] = float(headers.get("retry-after", "nan"))
     except Exception as e:  # a cut connection is data
         out["error"] = f"{type(e).__name__}: {e}"
     out["latency"] = time.perf_counter() - t0
@@ -66,39 +128,41 @@ async def _query(client, i: int) -> dict[str, Any]:
 
 
 async def closed_loop(url: str, clients: int, seconds: float) -> dict[str, Any]:
-    import httpx
-
     done: list[dict] = []
     stop = time.perf_counter() + seconds
-    async with httpx.AsyncClient(base_url=url, timeout=300, limits=httpx.Limits(max_connections=clients)) as c:
-        async def worker(w: int) -> None:
-            i = 0
-            while time.perf_counter() < stop:
-                done.append(await _query(c, w * 100_000 + i))
-                i += 1
-        t0 = time.perf_counter()
-        await asyncio.gather(*(worker(w) for w in range(clients)))
-        wall = time.perf_counter() - t0
+    c = RawClient(url)
+
+    async def worker(w: int) -> None:
+        i = 0
+        while time.perf_counter() < stop:
+            done.append(await _query(c, w * 100_000 + i))
+            i += 1
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker(w) for w in range(clients)))
+    wall = time.perf_counter() - t0
+    c.close()
     ok = [r for r in done if r["status"] == 200]
     return {"clients": clients, "completed": len(ok), "wall_s": round(wall, 2), "rps": len(ok) / wall,
             "p50_s": _pct([r["latency"] for r in ok], 50)}
 
 
 async def open_loop(url: str, rate: float, seconds: float, seed: int = 0) -> tuple[list[dict], float]:
-    import httpx
-
     rng = random.Random(seed)
-    limits = httpx.Limits(max_connections=8192, max_keepalive_connections=1024)
-    async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as c:
-        tasks, t0, at, i = [], time.perf_counter(), 0.0, 0
-        while at < seconds:
-            delay = t0 + at - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(_query(c, i)))
-            i += 1
-            at += rng.expovariate(rate)
-        results = await asyncio.gather(*tasks)
+    c = RawClient(url)
+    tasks, t0, at, i = [], time.perf_counter(), 0.0, 0
+    lag: list[float] = []  # how late the client sent each request (its own loop's delay)
+    while at < seconds:
+        delay = t0 + at - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        lag.append(max(0.0, -(t0 + at - time.perf_counter())))
+        tasks.append(asyncio.create_task(_query(c, i)))
+        i += 1
+        at += rng.expovariate(rate)
+    results = await asyncio.gather(*tasks)
+    c.close()
+    for r, late in zip(results, lag):
+        r["client_lag"] = late
     return list(results), t0
 
 
@@ -127,6 +191,7 @@ def judge(results: list[dict], deadline: float, saturation: float, seconds: floa
         "requests": len(results), "ok": len(ok), "http_429": len(refused),
         "http_504": sum(r["status"] == 504 for r in results),
         "other_errors": sum(1 for r in results if r["status"] not in (200, 429, 504)),
+        "other_errors_by_kind": _kinds(r for r in results if r["status"] not in (200, 429, 504)),
         "ok_past_deadline": len(late_ok), "ok_latency_p50_s": _pct([r["latency"] for r in ok], 50),
         "ok_latency_p99_s": _pct([r["latency"] for r in ok], 99), "ok_latency_max_s": round(max((r["latency"] for r in ok), default=0), 3),
         "refusal_ms_p50": _pct(refusal_ms, 50), "refusal_ms_p99": _pct(refusal_ms, 99),
@@ -135,7 +200,17 @@ def judge(results: list[dict], deadline: float, saturation: float, seconds: floa
         "retry_after_over_real_wait_p90": _pct(ratios, 90),
         "retry_after_within_2x_share": round(len(within) / len(ratios), 4) if ratios else None,
         "goodput_rps": round(goodput, 3), "goodput_over_saturation": round(goodput / saturation, 3) if saturation else None,
+        "client_send_lag_ms_p50": _pct([r.get("client_lag", 0) * 1000 for r in results], 50),
+        "client_send_lag_ms_max": round(max((r.get("client_lag", 0) * 1000 for r in results), default=0), 2),
     }
+
+
+def _kinds(rs) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in rs:
+        k = str(r["status"]) if r["status"] is not None else (r["error"] or "?").split(":")[0]
+        out[k] = out.get(k, 0) + 1
+    return out
 
 
 def ledger_check(url: str) -> dict[str, Any]:
@@ -159,7 +234,8 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     ap.add_argument("--seconds", type=float, default=60.0, help="seconds of overload arrivals")
     ap.add_argument("--factor", type=float, default=2.0, help="offered load as a multiple of the measured saturation")
     ap.add_argument("--deadline", type=float, default=10.0, help="serve.deadline_s of the overloaded server")
-    ap.add_argument("--clients", type=int, default=64, help="closed-loop clients that measure saturation")
+    ap.add_argument("--clients", type=int, default=128, help="closed-loop clients that measure saturation "
+                    "(twice serve.max_batch: a batch is always waiting when one ends, so the worker never idles)")
     ap.add_argument("--saturation-s", type=float, default=20.0)
     ap.add_argument("--saturation", type=float, default=None, help="skip the measurement: use this req/s")
     ap.add_argument("--work", default=None, help="folder for the demo's store and index (kept; reused when present)")
@@ -167,6 +243,7 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     work = Path(args.work or (REPO / ".ragcost" / "bench-serve-overload"))
     work.mkdir(parents=True, exist_ok=True)
+    seed_from_quickstart(work)
     base = demo_pipeline(work, "demo.yaml", {"admission": "queue", "deadline_s": 300})
     import contextlib
 
@@ -175,6 +252,10 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     with contextlib.redirect_stdout(sys.stderr):  # incremental: a second run embeds nothing
         if cli(["index", str(base)]) != 0:
             raise SystemExit("indexing the demo failed")
+    import gc
+
+    gc.collect()
+    gc.freeze()  # the client's own collections would delay its requests (and so their measured latency)
     out: dict[str, Any] = {"bench": "serve-overload", "cpu_count": os.cpu_count(), "loadavg_start": os.getloadavg()[0],
                            "deadline_s": args.deadline, "factor": args.factor, "seconds": args.seconds}
     if args.saturation is None:

@@ -112,6 +112,8 @@ def _stream_to_terminal(pipe) -> bool:
     def show(state, kind: str, text: str) -> None:
         from ragcost.cli.text import terminal_safe
 
+        if kind == "sources":
+            return
         if kind == "text":
             typer.echo(terminal_safe(text), nl=False)
         else:

@@ -132,6 +132,7 @@ def results_json(run: QueryRun) -> dict[str, Any]:
                 "answer": s.answer,
                 "citations": s.citations,
                 "error": s.error,
+                "latency_ms": round(run.latency_s(s) * 1000, 3),
                 "useful": n_useful,
                 "useful_judge": run.judge,
                 "abstained": bool((s.notes.get("generation") or {}).get("abstained")) if isinstance(s.notes.get("generation"), dict) else False,

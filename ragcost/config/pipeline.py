@@ -70,6 +70,11 @@ class EmbedConfig(Strict):
                                "2.8x float32's texts/s on a CPU with AMX (bench.embed), with vectors within cosine 0.9999 "
                                "of float32's, and slower than float32 on a CPU without them")
     batch_size: int = Field(64, ge=1, description="texts per encode batch")
+    single_thread_chars: int = Field(
+        512, ge=0, description="type sentence-transformers on CPU: an encode whose texts total fewer characters than "
+                               "this (one query, a few answer sentences) runs on one torch thread; a second thread "
+                               "only waits to join on so little work (python -m bench.demo_latency --part threads); "
+                               "longer encodes use every core (or RAGCOST_TORCH_THREADS); 0 = never")
     device: Literal["cpu", "cuda", "auto"] = Field("auto", description="auto = cuda when available")
     resource: Optional[str] = Field(None, description="price-book resource; default: the pipeline's")
     onnx: Optional[OnnxOptions] = Field(None, description="options of type: onnx")
@@ -131,6 +136,11 @@ class ServeConfig(Strict):
     drain_s: float = Field(30.0, gt=0, le=3600, description="on SIGTERM, requests in flight get this long to finish before the server exits")
     admission: Literal["deadline", "queue"] = Field("deadline", description="deadline: admit a request only when the measured service rate says it can finish "
                                                     "before deadline_s (else 429 with Retry-After from the drain rate); queue: only max_queue bounds the wait")
+    warmup_queries: int = Field(8, ge=0, le=4096, description="at startup, before it says ready, the server runs a batch of 1 and a batch of this "
+                                "many copies of a question made from the first stored chunk (recorded in no ledger) to measure its service "
+                                "time, which admission by deadline goes by until real batches replace it; skipped for a pipeline with a "
+                                "cache stage (the warm-up answer would be cached); 0: none (a cold server then admits one batch "
+                                "until the first ends)")
 
     @field_validator("keys", "metrics_key")
     @classmethod

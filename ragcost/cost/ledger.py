@@ -253,6 +253,28 @@ class Ledger:
 
     def record_query(self, run_id: str, query: dict[str, Any], stage_rows: list[dict[str, Any]]) -> str:
         """Write one query and all its stage rows in ONE transaction; returns the query id."""
+        return self.record_queries(run_id, [(query, stage_rows)])[0]
+
+    def record_queries(self, run_id: str, items: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> list[str]:
+        """Write several queries and their stage rows in ONE transaction (a group commit: all or none); their ids.
+
+        A server's writer commits the queries that finished together at once: one commit, not one a query."""
+        qrows, rows = [], []
+        for query, stage_rows in items:
+            qrow, srows = self._rows(run_id, query, stage_rows)
+            qrows.append(qrow)
+            rows.extend(srows)
+        by_keys: dict[tuple, list[dict]] = {}  # one executemany per set of columns (a row may leave some out)
+        for r in rows:
+            by_keys.setdefault(tuple(sorted(r)), []).append(r)
+        with self.engine.begin() as conn:  # rolled back as a whole on any error
+            conn.execute(sa.insert(queries), qrows)
+            for group in by_keys.values():
+                conn.execute(sa.insert(stage_calls), group)
+        return [q["query_id"] for q in qrows]
+
+    def _rows(self, run_id: str, query: dict[str, Any], stage_rows: list[dict[str, Any]]) -> tuple[dict, list[dict]]:
+        """One query's row and its stage rows as written; a bad stage row is a StoreError naming it."""
         known = {c.name for c in stage_calls.columns}
         for row in stage_rows:
             extra = set(row) - known
@@ -281,11 +303,7 @@ class Ledger:
             "tenant": query.get("tenant"), "user_label": query.get("user_label"), "route_path": query.get("route_path"),
             "route_score": query.get("route_score"), "route_reason": query.get("route_reason"),
         }
-        with self.engine.begin() as conn:  # rolled back as a whole on any error
-            conn.execute(sa.insert(queries).values(**qrow))
-            if rows:
-                conn.execute(sa.insert(stage_calls), rows)
-        return qid
+        return qrow, rows
 
     def read(self, since: datetime | None = None, pipeline: str | None = None) -> tuple[list[dict], list[dict]]:
         """Queries (with their run's pipeline) and their stage rows, oldest first."""

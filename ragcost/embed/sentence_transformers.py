@@ -102,13 +102,17 @@ class SentenceTransformersEmbedder(Embedder):
         # which is faster than us slicing batches (and is exactly what the raw library does).
         if not texts:
             return np.zeros((0, self.native_dim), dtype=np.float32)
-        out = self.model.encode(
-            texts,
-            batch_size=self.config.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
+        from ragcost.embed.threads import one_thread_if_short
+
+        model = self.model
+        with one_thread_if_short(texts, self.config.single_thread_chars if model.device.type == "cpu" else 0):
+            out = model.encode(
+                texts,
+                batch_size=self.config.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
         out = np.ascontiguousarray(out, dtype=np.float32)
         if self.config.dtype != "float32":  # normalised in bfloat16: a norm off 1 by ~1e-3; normalise in float32
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)

@@ -72,6 +72,9 @@ class Guard(ABC):
     targets: ClassVar[tuple[str, ...]] = ("query", "context", "answer")
     policies: ClassVar[tuple[str, ...]] = ("block", "flag")
     default_policy: ClassVar[str] = "flag"
+    # Its findings on an answer are the union of its findings on the answer's sentences: a server may
+    # then release a held stream a sentence at a time (ragcost.serve.gate).
+    per_sentence: ClassVar[bool] = False
 
     def __init__(self, params: GuardParams, ctx: Optional[GuardContext] = None) -> None:
         self.params = params
@@ -95,6 +98,8 @@ class Guard(ABC):
 
 class TextGuard(Guard):
     """A guard that scans texts one by one: the query, each retrieved chunk, or the answer."""
+
+    per_sentence = True  # a pattern found in an answer is found in its sentence
 
     @abstractmethod
     def scan(self, text: str) -> list[Finding]:

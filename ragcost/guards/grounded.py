@@ -74,6 +74,7 @@ class GroundedGuard(Guard):
     targets = ("answer",)
     policies = ("flag", "block")
     default_policy = "flag"
+    per_sentence = True  # each sentence is checked on its own against the (cited) passages
 
     def __init__(self, params: GroundedParams, ctx=None) -> None:
         super().__init__(params, ctx)

@@ -10,6 +10,7 @@ import re
 
 _CITATION = re.compile(r"\s*\[[^\]]{1,40}\]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])|\n+")
+SENTENCE_END = _SENTENCE_END  # where one sentence ends and the next begins (ragcost.serve.gate splits streams by it)
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
 
 

@@ -210,6 +210,14 @@ class Session:
             self.warm_up()
         self.ledger.record_query(self.run_id, answer.ledger_query(), answer.rows)
 
+    def record_many(self, answers: list[Answer]) -> None:
+        """Write several answers' rows in one transaction (a group commit: all or none)."""
+        if self.ledger is None or not answers:
+            return
+        if self.run_id is None:
+            self.warm_up()
+        self.ledger.record_queries(self.run_id, [(a.ledger_query(), a.rows) for a in answers])
+
     def query(self, text: str, filter: Optional[dict] = None, k: Optional[int] = None,
               tenant: Optional[str] = None) -> Answer:
         """Answer one query and record it in the ledger."""
@@ -225,7 +233,8 @@ class Session:
         state = self.state(text, filter, k, tenant)
 
         def on_event(s: QueryState, kind: str, payload: str) -> None:
-            loop.call_soon_threadsafe(q.put_nowait, {"type": kind, "text": payload})
+            if kind != "sources":  # for stream checkers (ragcost.serve.gate), not callers
+                loop.call_soon_threadsafe(q.put_nowait, {"type": kind, "text": payload})
 
         def work() -> Answer:
             answer = self.run_batch([state], on_event)[0]

@@ -86,6 +86,13 @@ class QueryRun:
         n = len(self.states)
         return declared_traffic_per_query(self.usd_by_resource(), n, self.storage_usd / n if n else 0.0, book)
 
+    def latency_s(self, s: QueryState) -> float:
+        """Seconds of query ``s``: the wall seconds of the stage calls that served it (its batch's, when batched)."""
+        from ragcost.cost.tracing import query_latency
+
+        return query_latency({"call_id": c.call_id, "calls": c.record.calls, "wall_seconds": c.record.wall_seconds}
+                             for c in self.calls if c.serves(s))
+
     def stage_stats(self) -> list[StageStats]:
         """Per stage, in first-seen order; every call is one latency sample, with the useful documents it served."""
         pos = {id(s): str(i) for i, s in enumerate(self.states)}

@@ -29,6 +29,7 @@ from ragcost.serve.batcher import DEADLINE, QueueFull, Ticket
 from ragcost.serve.errors import HTTPError, from_exception, outcome_of
 from ragcost.serve.models import ChatRequest, QueryRequest, one_line
 from ragcost.serve.options import generation_options
+from ragcost.serve.render import blocked, public_bytes, public_json
 from ragcost.serve.service import Service
 
 DISCONNECTED = "client disconnected"
@@ -129,18 +130,30 @@ def _ready(svc: Service) -> None:
         raise HTTPError(503, "warming up; retry when /readyz says ready", headers={"Retry-After": "1"}, code="warming_up")
 
 
-async def _ticket(svc: Service, text: str, filter_, k, tenant, options=None, user=None) -> Ticket:
+def _overloaded(svc: Service, e: QueueFull) -> HTTPError:
+    if e.reason == "unmeasured":
+        msg = f"overloaded: the first batch is still running, so no service rate is measured yet; retry after {e.retry_after_s} s"
+    elif e.reason == "deadline":
+        msg = (f"overloaded: a request admitted now would finish in about {e.predicted_s:.1f} s, past serve.deadline_s = "
+               f"{svc.config.deadline_s:g} s; retry after {e.retry_after_s} s")
+    else:
+        msg = f"queue full ({svc.config.max_queue} waiting, serve.max_queue); retry after {e.retry_after_s} s"
+    return HTTPError(429, msg, headers={"Retry-After": str(e.retry_after_s)}, code="overloaded")
+
+
+def _admit(svc: Service) -> None:
+    """Refuse an overloaded request before its body is read or parsed: a 429 costs a few comparisons."""
     try:
-        return await svc.submit(text, filter_, k, tenant, options, user)
+        svc.batcher.check(svc.config.deadline_s)
     except QueueFull as e:
-        if e.reason == "unmeasured":
-            msg = f"overloaded: the first batch is still running, so no service rate is measured yet; retry after {e.retry_after_s} s"
-        elif e.reason == "deadline":
-            msg = (f"overloaded: a request admitted now would finish in about {e.predicted_s:.1f} s, past serve.deadline_s = "
-                   f"{svc.config.deadline_s:g} s; retry after {e.retry_after_s} s")
-        else:
-            msg = f"queue full ({svc.config.max_queue} waiting, serve.max_queue); retry after {e.retry_after_s} s"
-        raise HTTPError(429, msg, headers={"Retry-After": str(e.retry_after_s)}, code="overloaded") from None
+        raise _overloaded(svc, e) from None
+
+
+async def _ticket(svc: Service, call: "Call", text: str, filter_, k, tenant, options=None, user=None) -> Ticket:
+    try:  # the deadline runs from the request's arrival, not from when its body was parsed
+        return await svc.submit(text, filter_, k, tenant, options, user, arrived=call.t0)
+    except QueueFull as e:
+        raise _overloaded(svc, e) from None
 
 
 async def _disconnected(request: Request) -> None:
@@ -185,18 +198,6 @@ def _usage(a: Answer) -> dict[str, Any]:
         by_stage[r["stage"]] = by_stage.get(r["stage"], 0.0) + float(r["cost_usd"])
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
             "cost_usd": a.cost, "cost_by_stage": by_stage, "query_id": a.id, "useful": a.useful}
-
-
-def blocked(a: Answer) -> bool:
-    return a.outcome == "blocked"
-
-
-def public_json(a: Answer) -> dict[str, Any]:
-    """The answer as /v1/query returns it: a blocked answer's text (and what it cited) never leaves."""
-    out = a.to_json()
-    if blocked(a):
-        out["answer"], out["citations"] = None, []
-    return out
 
 
 def _outcome(a: Answer) -> str:
@@ -249,8 +250,9 @@ def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first
     async def query(request: Request, call: Call) -> Response:
         tenant = _tenant(svc, request, call)
         _ready(svc)
+        _admit(svc)
         req = parse(await _read(request, svc.config.max_body_bytes, svc.config.body_timeout_s), QueryRequest)
-        t = await _ticket(svc, req.text, req.filter, req.k, tenant)
+        t = await _ticket(svc, call, req.text, req.filter, req.k, tenant)
         a = await _await_answer(svc, t, request)
         if a is None:
             call.outcome = "disconnected"
@@ -259,11 +261,13 @@ def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first
         if a.error == DEADLINE:
             raise _late(svc)
         call.outcome = _outcome(a)
-        return JSONResponse(public_json(a))
+        body = t.body if t.body is not None else public_bytes(a)  # rendered in the batch thread
+        return Response(body, media_type="application/json")
 
     async def chat(request: Request, call: Call) -> Response:
         tenant = _tenant(svc, request, call)
         _ready(svc)
+        _admit(svc)
         req = parse(await _read(request, svc.config.max_body_bytes, svc.config.body_timeout_s), ChatRequest)
         if req.model != svc.name:
             raise HTTPError(404, f"model {req.model!r} is not served here; this server serves {svc.name!r} (GET /v1/models)",
@@ -272,7 +276,8 @@ def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first
         if err:
             raise HTTPError(400, err, "messages", code="invalid_value")
         options = generation_options(req, svc.caps)
-        t = await _ticket(svc, text, req.filter, req.k, tenant, options, req.user)
+        t = await _ticket(svc, call, text, req.filter, req.k, tenant, options, req.user)
+        t.stream = bool(req.stream)
         if req.stream:
             usage = bool(req.stream_options and req.stream_options.include_usage)
             return StreamingResponse(_sse(svc, t, usage, call), media_type="text/event-stream")
@@ -369,8 +374,11 @@ async def _sse(svc: Service, t: Ticket, include_usage: bool, call: Call) -> Asyn
     """Pieces as generation streams them; the rows are committed before the last chunk is sent.
 
     When a guard on the answer may block or rewrite it (``svc.hold_stream``), nothing of the text
-    leaves until the answer has passed: then the guarded answer is sent, or the refusal."""
+    leaves unchecked: with a sentence gate (:mod:`ragcost.serve.gate`) each sentence leaves once the
+    blocking checks passed it, else the whole answer waits for the guard; then the rest of the
+    guarded answer is sent, or the refusal."""
     waiter = getter = None
+    sent = ""  # the held stream's text the gate released
     call.outcome = "error"
     try:
         yield _chunk(t, svc.name, {"role": "assistant", "content": ""})
@@ -381,7 +389,8 @@ async def _sse(svc: Service, t: Ticket, include_usage: bool, call: Call) -> Asyn
                                          return_when=asyncio.FIRST_COMPLETED)
             if getter in done:
                 kind, piece = getter.result()
-                if kind == "text" and not svc.hold_stream:
+                if kind == ("released" if svc.hold_stream else "text"):
+                    sent += piece if svc.hold_stream else ""
                     yield _chunk(t, svc.name, {"content": piece})
                 continue
             getter.cancel()
@@ -393,7 +402,8 @@ async def _sse(svc: Service, t: Ticket, include_usage: bool, call: Call) -> Asyn
             break
         while not t.events.empty():  # pieces that arrived with the answer
             kind, piece = t.events.get_nowait()
-            if kind == "text" and not svc.hold_stream:
+            if kind == ("released" if svc.hold_stream else "text"):
+                sent += piece if svc.hold_stream else ""
                 yield _chunk(t, svc.name, {"content": piece})
         a = waiter.result()
         try:
@@ -416,7 +426,9 @@ async def _sse(svc: Service, t: Ticket, include_usage: bool, call: Call) -> Asyn
         else:
             call.outcome = "ok"
             if svc.hold_stream and a.answer:
-                yield _chunk(t, svc.name, {"content": a.answer})
+                rest = a.answer[len(sent):] if a.answer.startswith(sent) else ""  # released text is always its prefix
+                if rest:
+                    yield _chunk(t, svc.name, {"content": rest})
             yield _chunk(t, svc.name, {}, _finish_reason(a))
         if include_usage and call.outcome in ("ok", "blocked"):
             yield _chunk(t, svc.name, {}, usage=_usage(a))

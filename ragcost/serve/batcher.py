@@ -2,11 +2,17 @@
 run through the stages as one batch, so the embed call is shared (and split, as the ledger
 splits every batch call). The queue is bounded: a full one is refused at once (429), never a hang.
 
-Admission by deadline: the batcher measures its service rate (queries its recent batches
-finished per busy second). A request is admitted only when the work ahead of it, at that rate,
-lets it finish before its deadline; otherwise it is refused at once with the time the work
-ahead needs to drain (the 429's Retry-After). A queued request whose deadline would pass before
-its batch could end is never started: it is answered "deadline exceeded" at no cost.
+Admission by deadline: the batcher measures how long its recent batches took and fits a batch's
+time as ``fixed + per_query * n`` (:class:`ServiceModel`; a batch shares its embed call, so a
+large batch is cheaper per query than a small one). A request is admitted only when the work
+ahead of it -- what is left of the running batch, then the queue in batches of ``max_batch`` --
+lets it finish before its deadline; otherwise it is refused at once with the time the work ahead
+needs to drain (the 429's Retry-After). The check reads a few numbers and takes no lock, so the
+app makes it before reading the body (:meth:`Batcher.check`). A queued request whose deadline
+would pass before its batch could end is never started: it is answered "deadline exceeded" at no
+cost. A server seeds the model at startup with a few warm-up batches (``serve.warmup_queries``),
+so a cold burst is admitted by measurement rather than refused wholesale; the first real batches
+replace the seed.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from time import monotonic
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ragcost.records import QueryState
 from ragcost.runtime.api import Answer, Session
@@ -51,13 +57,95 @@ class Ticket:
     started: bool = False
     recorded: bool = False
     deadline: float = math.inf  # monotonic seconds: not started when its batch could not end by then
+    answered_at: float = 0.0  # monotonic seconds its batch ended (the commit and the response come after)
     user: Optional[str] = None  # the OpenAI request's user: the query's ledger label
+    body: Optional[bytes] = None  # the answer's /v1/query JSON, rendered in the batch thread (off the event loop)
+    stream: bool = False  # a streamed chat request: a held stream is released through the gate, if any
+
+
+# A batch may run this much longer than the model says before a request in it would miss its
+# deadline: the start check and admission both leave this share of slack.
+MARGIN = 1.2
+RELEASE = 4  # answers handed back an event-loop turn
+
+
+class ServiceModel:
+    """How long a batch of ``n`` takes: ``fixed + per_query * n``, fitted to recent batches.
+
+    Least squares over the recent (n, seconds) pairs when they hold at least two batch sizes;
+    otherwise (one size seen) proportional to ``n``, which over-estimates a larger batch: the
+    safe side. Seed batches (warm-up) count until ``real_needed`` real batches have ended."""
+
+    def __init__(self, keep: int = 32, real_needed: int = 2) -> None:
+        self._recent: deque[tuple[int, float]] = deque(maxlen=keep)
+        self._seed: list[tuple[int, float]] = []
+        self._real = 0
+        self.real_needed = real_needed
+        self.fixed: Optional[float] = None
+        self.per_query: Optional[float] = None
+        self._errors: deque[float] = deque(maxlen=64)  # recent batches' actual / predicted seconds
+
+    def margin(self) -> float:
+        """How much longer than predicted a batch may run: the 95th percentile of recent actual / predicted
+        seconds, at least ``MARGIN`` (a shared machine's batches vary with its load)."""
+        if len(self._errors) < 8:
+            return max(MARGIN, max(self._errors, default=MARGIN))
+        xs = sorted(self._errors)
+        return max(MARGIN, xs[int(0.95 * (len(xs) - 1))])
+
+    def seed(self, n: int, seconds: float) -> None:
+        self._seed.append((n, seconds))
+        self._fit()
+
+    def add(self, n: int, seconds: float) -> None:
+        predicted = self.batch_s(n)
+        if predicted > 0:
+            self._errors.append(seconds / predicted)
+        self._recent.append((n, seconds))
+        self._real += 1
+        self._fit()
+
+    def _points(self) -> list[tuple[int, float]]:
+        return list(self._recent) if self._real >= self.real_needed else self._seed + list(self._recent)
+
+    def _fit(self) -> None:
+        pts = [(n, t) for n, t in self._points() if n > 0 and t > 0]
+        if not pts:
+            return
+        ns = [n for n, _ in pts]
+        ts = [t for _, t in pts]
+        mn, mt = sum(ns) / len(ns), sum(ts) / len(ts)
+        var = sum((n - mn) ** 2 for n in ns)
+        if var > 0:
+            b = sum((n - mn) * (t - mt) for n, t in pts) / var
+            a = mt - b * mn
+            if b > 0 and a >= 0:
+                self.fixed, self.per_query = a, b
+                return
+        self.fixed, self.per_query = 0.0, sum(ts) / sum(ns)  # proportional: one batch size seen, or a bad fit
+
+    @property
+    def measured(self) -> bool:
+        return self.per_query is not None
+
+    def batch_s(self, n: int) -> float:
+        """Seconds a batch of ``n`` should take (0 before anything was measured)."""
+        if self.per_query is None or n <= 0:
+            return 0.0
+        return (self.fixed or 0.0) + self.per_query * n
+
+    def rate(self, n: int) -> Optional[float]:
+        """Queries per second at batch size ``n``."""
+        t = self.batch_s(n)
+        return n / t if t > 0 else None
 
 
 class Batcher:
     def __init__(self, session: Session, window_ms: float, max_batch: int, max_queue: int, metrics: Any = None,
-                 by_deadline: bool = True) -> None:
+                 by_deadline: bool = True, render: Optional[Callable[[Answer], bytes]] = None, gate: Any = None) -> None:
         self.session = session
+        self.render = render
+        self.gate = gate  # ragcost.serve.gate.SentenceGate: a held stream released a sentence at a time
         self.window = window_ms / 1000
         self.max_batch = max_batch if window_ms > 0 else 1  # window 0: each request runs alone
         self._q: asyncio.Queue = asyncio.Queue(maxsize=max_queue)
@@ -67,8 +155,10 @@ class Batcher:
         self.batches = 0
         self._running: Optional[asyncio.Future] = None  # the batch in the stages now
         self.batch_seconds: deque[float] = deque(maxlen=256)
-        self._recent: deque[tuple[int, float]] = deque(maxlen=32)  # (queries, seconds) of recent batches
+        self.model = ServiceModel()
+        self._tails: deque[float] = deque(maxlen=128)  # seconds from a batch's end to its answers' responses
         self.running_n = 0
+        self._running_since = 0.0
         self.by_deadline = by_deadline
 
     @property
@@ -78,48 +168,82 @@ class Batcher:
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._loop())
 
-    def submit(self, state: QueryState, deadline_s: float = math.inf) -> Ticket:
-        """Queue ``state``; QueueFull when the queue is full or, by deadline, it could not finish in ``deadline_s``."""
+    def seed(self, n: int, seconds: float) -> None:
+        """A warm-up batch of ``n`` took ``seconds``: what admission goes by until real batches are measured."""
+        self.model.seed(n, seconds)
+
+    def note_tail(self, seconds: float) -> None:
+        """An answer was committed and sent ``seconds`` after its batch ended."""
+        self._tails.append(seconds)
+
+    def tail_s(self) -> float:
+        """The 99th percentile of recent batch-end-to-response times: what a deadline must leave after the batch."""
+        if not self._tails:
+            return 0.0
+        xs = sorted(self._tails)
+        return xs[int(0.99 * (len(xs) - 1))]
+
+    def check(self, deadline_s: float = math.inf) -> None:
+        """QueueFull when a request arriving now would be refused: the queue is full or, by deadline, it could
+        not finish within ``deadline_s``. Cheap (a few numbers, no lock): made before the body is read."""
+        if self.depth >= self._q.maxsize > 0:
+            raise QueueFull("queue", self.retry_after_s(), self.predicted_s())
+        if not self.by_deadline:
+            return
         predicted = self.predicted_s()
-        if self.by_deadline and predicted is not None and predicted > deadline_s:
+        if predicted is None:
+            if self.ahead() >= self.max_batch:
+                # Nothing measured yet (no warm-up): admit one batch's worth, not a flood.
+                raise QueueFull("unmeasured", 1, None)
+            return
+        if predicted * self.model.margin() + self.tail_s() > deadline_s:
             raise QueueFull("deadline", self.retry_after_s(), predicted)
-        if self.by_deadline and predicted is None and self.ahead() >= self.max_batch:
-            # No batch has ended yet, so nothing says how fast they go: admit one batch's worth, not a flood.
-            raise QueueFull("unmeasured", 1, None)
-        t = Ticket(state, asyncio.get_running_loop().create_future(), deadline=monotonic() + deadline_s)
+
+    def submit(self, state: QueryState, deadline_s: float = math.inf, arrived: Optional[float] = None) -> Ticket:
+        """Queue ``state``; QueueFull when the queue is full or, by deadline, it could not finish in ``deadline_s``
+        from ``arrived`` (monotonic seconds the request came in; default now)."""
+        now = monotonic()
+        arrived = now if arrived is None else min(arrived, now)
+        self.check(deadline_s - (now - arrived))
+        t = Ticket(state, asyncio.get_running_loop().create_future(), deadline=arrived + deadline_s)
         try:
             self._q.put_nowait(t)
         except asyncio.QueueFull:
-            raise QueueFull("queue", self.retry_after_s(), predicted) from None
+            raise QueueFull("queue", self.retry_after_s(), self.predicted_s()) from None
         return t
 
     def rate(self) -> Optional[float]:
-        """Queries per busy second over the recent batches (None before the first batch)."""
-        n = sum(x for x, _ in self._recent)
-        sec = sum(y for _, y in self._recent)
-        return n / sec if sec > 0 else None
+        """Queries per busy second at a full batch (None before anything was measured)."""
+        return self.model.rate(self.max_batch)
 
     def ahead(self) -> int:
         return self.depth + self.running_n
 
+    def _running_left(self) -> float:
+        if not self.running_n:
+            return 0.0
+        return max(0.0, self.model.batch_s(self.running_n) - (monotonic() - self._running_since))
+
     def predicted_s(self, extra: int = 1) -> Optional[float]:
-        """Seconds for a request admitted now to finish: the work ahead at the measured rate, plus the window."""
-        r = self.rate()
-        if r is None:
+        """Seconds for a request admitted now to finish: the rest of the running batch, then the queue (and it)
+        in batches of ``max_batch``, plus the gathering window. None before anything was measured."""
+        if not self.model.measured:
             return None
-        return (self.ahead() + extra) / r + self.window
+        full, rest = divmod(self.depth + extra, self.max_batch)
+        queued = full * self.model.batch_s(self.max_batch) + self.model.batch_s(rest)
+        return self._running_left() + queued + self.window
 
     def retry_after_s(self) -> int:
-        """Retry-After for a 429: the seconds the work ahead needs to drain at the measured rate (at least 1)."""
-        r = self.rate()
-        per = (sum(self.batch_seconds) / len(self.batch_seconds)) if self.batch_seconds else 0.1
-        drain = self.ahead() / r if r else per * (self.depth / self.max_batch + 1)
+        """Retry-After for a 429: the seconds the work ahead needs to drain, by the model (at least 1)."""
+        drain = self.predicted_s(extra=0)
+        if drain is None:
+            per = (sum(self.batch_seconds) / len(self.batch_seconds)) if self.batch_seconds else 0.1
+            drain = per * (self.depth / self.max_batch + 1)
         return max(1, math.ceil(drain))
 
     def _batch_s(self, n: int) -> float:
-        """How long a batch of ``n`` should take: ``n`` at the measured rate (0 before the first batch)."""
-        r = self.rate()
-        return n / r if r else 0.0
+        """How long a batch of ``n`` should take, with the margin (0 before anything was measured)."""
+        return self.model.batch_s(n) * self.model.margin()
 
     async def _gather(self) -> list[Ticket]:
         batch = [await self._q.get()]
@@ -137,7 +261,7 @@ class Batcher:
         while True:
             batch = [t for t in await self._gather() if t.abandoned is None]
             while self.by_deadline and batch:  # a request whose batch would end past its deadline is never computed or billed
-                end = monotonic() + self._batch_s(len(batch))
+                end = monotonic() + self._batch_s(len(batch)) + self.tail_s()
                 late = [t for t in batch if t.deadline < end]
                 if not late:
                     break
@@ -149,18 +273,27 @@ class Batcher:
                 continue
             by_state = {id(t.state): t for t in batch}
 
+            gate = self.gate
+
             def on_event(s: QueryState, kind: str, payload: str) -> None:
+                # In the batch thread, inside the generate stage's call (a gate's checks are its CPU).
                 t = by_state.get(id(s))
-                if t is not None:
+                if t is None:
+                    return
+                if gate is not None and t.stream:
+                    for piece in gate.event(s, kind, payload):
+                        loop.call_soon_threadsafe(t.events.put_nowait, ("released", piece))
+                if kind != "sources":
                     loop.call_soon_threadsafe(t.events.put_nowait, (kind, payload))
 
             for t in batch:
                 t.started = True
             t0 = monotonic()
-            self.running_n = len(batch)
-            self._running = loop.run_in_executor(self._exec, self.session.run_batch, [t.state for t in batch], on_event)
+            self.running_n, self._running_since = len(batch), t0
+            self._running = loop.run_in_executor(self._exec, self._run, [t.state for t in batch], on_event)
+            bodies: list[Optional[bytes]] = [None] * len(batch)
             try:
-                answers = await self._running
+                answers, bodies = await self._running
             except Exception as e:  # a failing stage fails this batch's requests, not the server
                 # The runner raised, so the calls it made are not priced here: each query is recorded
                 # as failed with the error and no stage rows (the cost of a raising stage is unknown).
@@ -168,14 +301,35 @@ class Batcher:
             finally:
                 self._running = None
                 self.running_n = 0
+                if gate is not None:
+                    for t in batch:
+                        gate.forget(t.state)
             self.batches += 1
             self.batch_seconds.append(monotonic() - t0)
-            self._recent.append((len(batch), monotonic() - t0))
+            self.model.add(len(batch), monotonic() - t0)
             if self.metrics is not None:
                 self.metrics.batch(len(batch))
-            for t, a in zip(batch, answers):
+            ended = monotonic()
+            for i, (t, a, body) in enumerate(zip(batch, answers, bodies)):
+                t.answered_at, t.body = ended, body
                 if not t.answer.done():
                     t.answer.set_result(a)
+                if i % RELEASE == RELEASE - 1:
+                    # A few answers an event-loop turn: requests that arrived meanwhile (a 429 is a few
+                    # comparisons) are read between them, not after the whole batch's responses.
+                    await asyncio.sleep(0)
+
+    def _run(self, states: list[QueryState], on_event) -> tuple[list[Answer], list[Optional[bytes]]]:
+        """In the batch thread: the stages, then each answer's response body (JSON encoding is no loop's work)."""
+        answers = self.session.run_batch(states, on_event)
+        bodies: list[Optional[bytes]] = [None] * len(answers)
+        if self.render is not None:
+            for i, a in enumerate(answers):
+                try:
+                    bodies[i] = self.render(a)
+                except Exception:  # rendered again on the loop, where its error is reported
+                    pass
+        return answers, bodies
 
     def abandon(self, t: Ticket, reason: str) -> None:
         """The client gave up: later stages skip its query (what ran is still charged and recorded)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from pathlib import Path
 from typing import Optional
@@ -12,6 +13,7 @@ from ragcost.serve.batcher import Batcher, Ticket, failed_answer
 from ragcost.serve.keys import Tenant, load_keys, read_secret
 from ragcost.serve.metrics import Metrics
 from ragcost.serve.options import Capabilities
+from ragcost.serve.render import public_bytes
 from ragcost.serve.writer import LedgerWriter
 
 
@@ -26,9 +28,13 @@ class Service:
         self.metrics = Metrics()
         self.metrics.known_tenants(self.keys.tenants)
         self.batcher = Batcher(self.session, cfg.batch_window_ms, cfg.max_batch, cfg.max_queue, self.metrics,
-                               by_deadline=cfg.admission == "deadline")
+                               by_deadline=cfg.admission == "deadline", render=public_bytes)
         self.caps = Capabilities.of(self.session.pipe)
         self.hold_stream = holds_answers(self.session.pipe)
+        if self.hold_stream:
+            from ragcost.serve.gate import SentenceGate
+
+            self.batcher.gate = SentenceGate.of(self.session.pipe)  # None: held whole
         self.writer: Optional[LedgerWriter] = None
         self.ready = False
         self.started_at = int(time.time())
@@ -39,10 +45,33 @@ class Service:
 
     async def start(self) -> None:
         """Warm up off the event loop (so /healthz answers meanwhile), then take requests."""
-        await asyncio.get_running_loop().run_in_executor(None, self.session.warm_up)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.session.warm_up)
+        await loop.run_in_executor(None, self._measure)
+        # Everything loaded so far (models, index, imports) lives as long as the server: out of the
+        # collector's sight, so a full collection does not walk it (it paused requests for tens of ms).
+        gc.collect()
+        gc.freeze()
         self.writer = LedgerWriter(self.session)
         self.batcher.start()
         self.ready = True
+
+    def _measure(self) -> None:
+        """Seed admission's service model: a batch of 1, then one of ``serve.warmup_queries``, timed, recorded nowhere."""
+        n = min(self.config.warmup_queries, self.batcher.max_batch)
+        if n < 1 or any(st.type.startswith("cache") for st in self.session.pipe.stages()):
+            return
+        from ragcost.runtime.cpu import METER
+
+        text = warmup_text(self.session)
+        for size in sorted({1, n}):
+            t0 = time.monotonic()
+            try:
+                self.session.run_batch([self.session.state(text) for _ in range(size)])
+            except Exception:  # a failing warm-up is the first real batch's to report; admission waits for it
+                return
+            self.batcher.seed(size, time.monotonic() - t0)
+        METER.baseline()  # the warm-up is no query's CPU
 
     async def stop(self) -> None:
         """After uvicorn has drained the requests in flight: stop the batcher, flush the ledger, close."""
@@ -58,7 +87,7 @@ class Service:
             self.metrics.known_tenants(self.keys.tenants)
 
     async def submit(self, text: str, filter_: Optional[dict], k: Optional[int], tenant: Optional[Tenant],
-                     options: Optional[dict] = None, user: Optional[str] = None) -> Ticket:
+                     options: Optional[dict] = None, user: Optional[str] = None, arrived: Optional[float] = None) -> Ticket:
         """Queue one query; the key's filter is ANDed in, so a caller can narrow it but never widen it."""
         key_filter = tenant.filter if tenant else None
         combined = and_filters(key_filter, filter_)
@@ -66,7 +95,7 @@ class Service:
         # A filter is compiled against the declared fields here: a bad one is this request's 422 alone.
         state = self.session.state(text, combined, k, name)
         state.options = dict(options or {})
-        t = self.batcher.submit(state, self.config.deadline_s)
+        t = self.batcher.submit(state, self.config.deadline_s, arrived)
         t.user = user
         self.metrics.queue_depth.set(self.batcher.depth)
         return t
@@ -77,6 +106,8 @@ class Service:
         answer.user = t.user
         self.metrics.answer(answer.rows, answer.outcome, answer.outcome == "finished" and answer.ok, answer.tenant)
         await self.writer.write(answer)
+        if t.answered_at:
+            self.batcher.note_tail(time.monotonic() - t.answered_at)
 
     def abandon(self, t: Ticket, reason: str) -> None:
         """The client gave up: skip the rest of its work and record what it cost, with ``reason``."""
@@ -100,6 +131,16 @@ class Service:
             self.writer.submit(a)
 
         t.answer.add_done_callback(record)
+
+
+def warmup_text(session: Session) -> str:
+    """A question like a user's: the first words of the first stored chunk (a fixed one when the store has none)."""
+    try:
+        rows = session.pipe.store().chunks([0])
+    except Exception:
+        rows = []
+    words = (rows[0].get("text") or "").split()[:12] if rows else []
+    return " ".join(words) or "what does the first document say?"
 
 
 def holds_answers(pipe) -> bool:

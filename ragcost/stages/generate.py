@@ -17,6 +17,7 @@ records on the pipeline's resource.
 from __future__ import annotations
 
 import asyncio
+import json
 from time import perf_counter
 from typing import Callable, Optional
 
@@ -31,7 +32,9 @@ from ragcost.generate.prompt import build_prompt, cited, token_counter
 from ragcost.records import QueryState, UsageRecord
 from ragcost.stages.base import Stage, StageParams, stage_registry
 
-# on_event(state, kind, payload): kind is "text" (a streamed piece), "retry", "fallback", "escalated" or "failed".
+# on_event(state, kind, payload): kind is "text" (a streamed piece), "retry", "fallback", "escalated" or "failed";
+# "sources" (a JSON list of the document ids [1], [2]... cite, before a backend starts) is for a consumer that
+# checks the stream as it comes (ragcost.serve.gate), and is not shown to people.
 OnEvent = Callable[[QueryState, str, str], None]
 
 
@@ -111,6 +114,8 @@ class Generate(Stage):
         attempts: list[Attempt] = []
         for i, b in enumerate(chain):
             prompt = build_prompt(state.text, state.hits, b)
+            if self.on_event is not None:
+                self._emit(state, "sources", json.dumps([h.doc_id for h in prompt.sources]))
             native = self.generators[i].request_options
             prompt.options = {k: v for k, v in state.options.items() if k in native}
             retrying = AsyncRetrying(

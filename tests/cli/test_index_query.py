@@ -171,6 +171,21 @@ class TestIndexAndQuery:
         assert stages["retrieve"]["items"] == 1 and stages["retrieve"]["useful"] == ok["useful"]
         assert res["usd_per_useful"] == pytest.approx(res["total_usd"] / ok["useful"])
 
+    def test_each_query_reports_its_latency(self, tmp_path, capsys):
+        """``latency_ms``: the wall time of the stage calls that served the query, inside the run's own wall time."""
+        import time
+
+        write_corpus(tmp_path / "kb.jsonl")
+        kb = write_pipeline(tmp_path)
+        run_cli(capsys, "index", kb)
+        qf = tmp_path / "q.txt"
+        qf.write_text("how do I get a refund?\nwhere is my invoice?\n")
+        t0 = time.perf_counter()
+        res = _query_json(capsys, kb, "--queries", qf, "--batch-size", "1")
+        wall_ms = (time.perf_counter() - t0) * 1000
+        lat = [q["latency_ms"] for q in res["queries"]]
+        assert len(lat) == 2 and all(x > 0 for x in lat) and sum(lat) < wall_ms
+
     def test_the_stage_table_shows_useful_documents_and_dollars_per_useful(self, tmp_path, capsys):
         write_corpus(tmp_path / "kb.jsonl")
         kb = write_pipeline(tmp_path, useful={"judge": "score", "threshold": 0.3})

@@ -42,6 +42,20 @@ class TestCrashMidBatch:
         assert qrows[0]["cost_usd"] == pytest.approx(0.003)
         led.close()
 
+    def test_a_group_commit_writes_every_query_or_none(self, url):
+        led = Ledger(url)
+        run = led.start_run("query", "p", "v1")
+        ids = led.record_queries(run, [({"query_id": f"g{i}", "text": f"t{i}"}, _rows()) for i in range(4)])
+        assert ids == ["g0", "g1", "g2", "g3"]
+        bad = _rows()
+        bad[1]["items"] = None  # NOT NULL: fails in the database, after the other queries' rows went in
+        with pytest.raises(sa.exc.DBAPIError):
+            led.record_queries(run, [({"query_id": "h0"}, _rows()), ({"query_id": "h1"}, bad), ({"query_id": "h2"}, _rows())])
+        qrows, srows = led.read()
+        assert sorted(q["query_id"] for q in qrows) == ["g0", "g1", "g2", "g3"]  # none of the failed group
+        assert len(srows) == 12 and all(q["cost_usd"] == pytest.approx(0.003) for q in qrows)
+        led.close()
+
     def test_unknown_column_is_refused_before_writing(self, url):
         led = Ledger(url)
         run = led.start_run("query", "p", "v1")

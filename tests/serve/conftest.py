@@ -83,6 +83,7 @@ def _register_word_guard() -> None:
         targets = ("answer",)
         policies = ("block", "flag")
         default_policy = "block"
+        per_sentence = True  # a word in an answer is in one of its sentences
 
         def check(self, batch, on):
             w = self.params.word.lower()

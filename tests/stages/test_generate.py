@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pydantic import ValidationError
 
@@ -103,7 +105,9 @@ class TestExtractive:
         st.on_event = lambda state, kind, text: seen.append((kind, text))
         [s] = states()
         run_stage(st, [s])
-        assert seen == [("text", s.answer)]
+        assert [x for x in seen if x[0] == "text"] == [("text", s.answer)]
+        kind, sources = seen[0]  # first, which document each [n] cites (for a stream checker: ragcost.serve.gate)
+        assert kind == "sources" and set(json.loads(sources)) <= {h.doc_id for h in s.hits} and json.loads(sources)
 
 
 class TestAccounting:
