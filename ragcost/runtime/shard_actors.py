@@ -46,7 +46,13 @@ class ShardActor:
 
         cfg = IndexConfig.model_validate({**config, "threads": threads})
         holder = sharded_class(index_registry.get(cfg.backend))(cfg, dim, precision, shards=1)
+        try:  # the library's own import is not the shard's memory
+            __import__(cfg.backend)
+        except ImportError:
+            pass
+        before = _rss()
         self.index = shard_from_bytes(holder, blob)
+        self.loaded_rss_bytes = _rss() - before  # what loading this shard's index grew the actor by
         self.vectors = np.ascontiguousarray(vectors, np.float32)
         self.labels = np.ascontiguousarray(labels, np.int64)
         self.where = {"node": ray.util.get_node_ip_address(), "pid": os.getpid()}
@@ -69,12 +75,17 @@ class ShardActor:
         return {"scores": s, "labels": lb, "exact_rows": NO_ROWS, **self._spent(t0, c0)}
 
     def info(self) -> dict:
-        with open("/proc/self/statm") as f:
-            rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-        return {**self.where, "vectors": len(self.index), "index_bytes": int(self.index.nbytes()), "rss_bytes": rss}
+        return {**self.where, "vectors": len(self.index), "index_bytes": int(self.index.nbytes()), "rss_bytes": _rss(),
+                "loaded_rss_bytes": self.loaded_rss_bytes}
 
     def _spent(self, t0: float, c0: float) -> dict:
         return {"cpu_seconds": time.thread_time() - c0, "wall_seconds": time.perf_counter() - t0, **self.where}
+
+
+def _rss() -> int:
+    """This process's resident bytes (/proc/self/statm)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 @dataclass
