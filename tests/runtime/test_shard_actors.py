@@ -158,3 +158,29 @@ def test_queries_under_a_shard_kill_are_complete_or_flagged_partial_and_all_in_t
     assert set(mine) == {first.id, *(a.id for a in answers)}  # none missing from the ledger
     for a in answers:
         assert (json.loads(mine[a.id]["partial"]) if mine[a.id]["partial"] else None) == a.partial
+
+
+@pytest.mark.parametrize("serve, says", [
+    ({"on": "actors"}, r"index\.serve\.on: .*'process' or 'ray'"),
+    ({"on": "ray", "replicas": 2}, r"index\.serve\.replicas"),
+    ({"on": "ray", "cpus_per_shard": 0}, r"index\.serve\.cpus_per_shard"),
+])
+def test_a_bad_serve_option_is_one_line_naming_the_field(tmp_path, serve, says):
+    from ragcost.errors import ConfigError
+    from ragcost.runtime.load import load_pipeline
+
+    index = {"backend": "hnswlib", "kind": "hnsw", "shards": 2, "serve": serve}
+    p = write_pipeline(tmp_path, index=index)
+    with pytest.raises(ConfigError, match=says) as e:
+        load_pipeline(p)
+    assert "\n" not in str(e.value)
+
+
+def test_serve_is_not_part_of_the_fingerprint(tmp_path):
+    from ragcost.runtime.pipeline import Pipeline
+
+    base = {"backend": "hnswlib", "kind": "hnsw", "shards": 2}
+    a = Pipeline.load(write_pipeline(tmp_path, index=base))
+    b = Pipeline.load(write_pipeline(tmp_path, index={**base, "serve": {"on": "ray"}}))
+    assert a.index_config.serve.on == "process" and b.index_config.serve.on == "ray"
+    assert a.index_fingerprint("rev") == b.index_fingerprint("rev")  # one built index, served either way
