@@ -158,6 +158,12 @@ def test_queries_under_a_shard_kill_are_complete_or_flagged_partial_and_all_in_t
     assert set(mine) == {first.id, *(a.id for a in answers)}  # none missing from the ledger
     for a in answers:
         assert (json.loads(mine[a.id]["partial"]) if mine[a.id]["partial"] else None) == a.partial
+    from ragcost.cost.report import build_report
+
+    report = build_report(json.loads(kb_on_ray.read_text())["store"])
+    shards = {r.stage: r for r in report.stages if r.stage.startswith("retrieve:shard-")}
+    assert sorted(shards) == [f"retrieve:shard-{i}" for i in range(SHARDS)]  # `ragcost report`: cost per shard
+    assert all(r.usd > 0 for name, r in shards.items() if name != "retrieve:shard-1")
 
 
 @pytest.mark.parametrize("serve, says", [
