@@ -40,6 +40,58 @@ def eval_corpus(shared_data):
         pipe.close()
 
 
+QUICKSTART = REPO / "pipelines" / "quickstart.yaml"
+
+
+def quickstart_copy(folder: Path, source: Path = QUICKSTART) -> Path:
+    """``source`` (a committed demo pipeline) with its store and index in ``folder``; the rest as committed."""
+    import json
+
+    from ragcost.config.base import plain
+    from ragcost.config.loader import read_yaml
+
+    cfg = plain(read_yaml(source))
+    cfg.update(store=f"duckdb:///{folder / 'qs.duckdb'}", index_dir=str(folder / "index"),
+               index=str((source.parent / cfg["index"]).resolve()), pricing=str((source.parent / cfg["pricing"]).resolve()))
+    p = folder / source.name
+    p.write_text(json.dumps(cfg), encoding="utf-8")
+    return p
+
+
+@pytest.fixture(scope="session")
+def quickstart_built(tmp_path_factory):
+    """The README's `ragcost index pipelines/quickstart.yaml`, run once per session (the 79 pydoc topics and
+    their sentence vectors take minutes here): (exit code, stdout, stderr, folder holding the store and index)."""
+    import contextlib as _cl
+    import io
+
+    from ragcost.cli.main import main
+
+    folder = tmp_path_factory.mktemp("quickstart-built")
+    out, err = io.StringIO(), io.StringIO()
+    with _cl.redirect_stdout(out), _cl.redirect_stderr(err):
+        code = main(["index", str(quickstart_copy(folder))])
+    return code, out.getvalue(), err.getvalue(), folder
+
+
+@pytest.fixture
+def quickstart_index(quickstart_built, tmp_path):
+    """A private copy of the session's built quickstart store and index in tmp_path; ``get(source)`` gives the
+    pipeline file (quickstart.yaml by default, or another demo pipeline over the same store) pointing at it."""
+    import shutil
+
+    code, _, err, folder = quickstart_built
+    assert code == 0, err
+    for f in folder.glob("qs.duckdb*"):  # the database and any write-ahead log
+        shutil.copy2(f, tmp_path / f.name)
+    shutil.copytree(folder / "index", tmp_path / "index")
+
+    def get(source: Path = QUICKSTART) -> Path:
+        return quickstart_copy(tmp_path, source)
+
+    return get
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():

@@ -170,18 +170,27 @@ def build_sentence_vectors(index_dir: Path | str, labels: np.ndarray, texts: lis
     hashes = np.array([text_hash(t) for t in sents], np.int64)
     vectors = np.zeros((len(sents), embedder.native_dim), np.float32)
     todo = _reuse(directory, fingerprint, hashes, vectors)
-    for k in range(0, len(todo), EMBED_BATCH * 8):  # in parts, so progress moves
-        part = todo[k:k + EMBED_BATCH * 8]
+    # Overlapping chunk windows repeat sentences: embed each distinct text once, copy it to its repeats.
+    first: dict[str, int] = {}
+    repeats: list[tuple[int, int]] = []
+    unique: list[int] = []
+    for i in todo:
+        j = first.setdefault(sents[i], i)
+        (unique.append(i) if j == i else repeats.append((i, j)))
+    for k in range(0, len(unique), EMBED_BATCH * 8):  # in parts, so progress moves
+        part = unique[k:k + EMBED_BATCH * 8]
         vectors[part] = embed_sorted(embedder, [sents[i] for i in part])
         if progress:
-            progress(min(k + len(part), len(todo)), len(todo))
+            progress(min(k + len(part), len(unique)), len(unique))
+    for i, j in repeats:
+        vectors[i] = vectors[j]
     build = uuid.uuid4().hex[:16]
     names = {kind: f"{kind}-{build}.npy" for kind in _KINDS}
     arrays = {"rows": rows, "vectors": vectors, "hashes": hashes, "chunks": chunks}
     write_files(directory, {names[k]: _npy(arrays[k]) for k in _KINDS})
     m = SentenceManifest(
         fingerprint=fingerprint, sentences=len(sents), chunks=len(chunks), dim=int(vectors.shape[1]), files=names,
-        records={n: file_record(directory / n) for n in names.values()}, embedded=len(todo),
+        records={n: file_record(directory / n) for n in names.values()}, embedded=len(unique),
         build_seconds=round(time.perf_counter() - t0, 3),
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     write_files(directory, {}, commit=(MANIFEST, lambda p: p.write_text(m.model_dump_json(indent=2))))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -23,21 +22,15 @@ def test_it_is_the_quickstart_chain_with_a_cache_in_front():
 
 
 @pytest.mark.slow  # embeds the 79 pydoc topics (~860 chunks): minutes on a shared 2-core machine
-def test_repeated_and_reworded_demo_questions_hit(tmp_path):
-    from ragcost.config.base import plain
-    from ragcost.config.loader import read_yaml
+def test_repeated_and_reworded_demo_questions_hit(quickstart_index):
     from ragcost.records import QueryState
     from ragcost.runtime.indexing import run_index
     from ragcost.runtime.pipeline import Pipeline
 
-    cfg = plain(read_yaml(CACHED))
-    cfg.update(store=f"duckdb:///{tmp_path / 'qs.duckdb'}", index_dir=str(tmp_path / "index"),
-               index=str((CACHED.parent / cfg["index"]).resolve()), pricing=str((CACHED.parent / cfg["pricing"]).resolve()))
-    path = tmp_path / "quickstart-cached.yaml"
-    path.write_text(json.dumps(cfg), encoding="utf-8")
-    pipe = Pipeline.load(path)
+    pipe = Pipeline.load(quickstart_index(CACHED))  # the session's built quickstart store and index, copied
     try:
-        run_index(pipe)
+        summary = run_index(pipe)
+        assert summary.embedded_chunks == 0 and summary.sentences_embedded == 0  # the same store and index as the quickstart: nothing to embed again
         pipe.warm_up()
 
         def ask(text):

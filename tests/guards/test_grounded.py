@@ -104,6 +104,24 @@ class TestIndexTimeSentenceVectors:
         finally:
             pipe.close()
 
+    def test_a_sentence_repeated_across_chunks_is_embedded_once_and_stored_for_each(self, tmp_path):
+        class Counting:
+            native_dim = 4
+            seen: list[str] = []
+
+            def embed(self, texts):
+                self.seen.extend(texts)
+                return np.array([[len(t), t.count("e"), 1.0, 0.0] for t in texts], np.float32)
+
+        shared = "Refunds are paid to the card that was charged."
+        texts = [f"A refund needs the order number. {shared}", f"{shared} Express delivery costs 12 euros."]
+        emb = Counting()
+        m = sv.build_sentence_vectors(tmp_path / "index", np.array([0, 1]), texts, emb, {"model_fingerprint": "c"}, "")
+        assert m.sentences == 4 and m.embedded == 3 and sorted(emb.seen) == sorted(set(emb.seen))
+        got = sv.open_sentence_vectors(tmp_path / "index", {"model_fingerprint": "c"}, "")
+        a, b = got.of_label(0, 1), got.of_label(1, 1)
+        assert np.array_equal(a[1], b[0]) and a[1][0] == len(shared)  # the repeat holds the shared sentence's vector
+
     def test_sentence_vectors_of_another_corpus_revision_are_refused_with_the_rebuild_command(self, tmp_path):
         pipe, _ = pipeline(tmp_path, DOCS)
         m = json.loads((tmp_path / "index" / "sentences" / "sentences.json").read_text())

@@ -27,22 +27,16 @@ def test_the_quickstart_chains_guard_retrieve_rerank_generate_and_an_answer_guar
 
 def _copy(tmp_path: Path) -> Path:
     """The quickstart with its store and index in tmp_path (the rest as committed)."""
-    from ragcost.config.loader import read_yaml
-    from ragcost.config.base import plain
+    from tests.conftest import quickstart_copy
 
-    cfg = plain(read_yaml(QUICKSTART))
-    cfg.update(store=f"duckdb:///{tmp_path / 'qs.duckdb'}", index_dir=str(tmp_path / "index"),
-               index=str((QUICKSTART.parent / cfg["index"]).resolve()), pricing=str((QUICKSTART.parent / cfg["pricing"]).resolve()))
-    p = tmp_path / "quickstart.yaml"
-    p.write_text(json.dumps(cfg), encoding="utf-8")
-    return p
+    return quickstart_copy(tmp_path)
 
 
 @pytest.mark.slow  # embeds the 79 pydoc topics (~860 chunks): minutes on a shared 2-core machine
-def test_the_readme_query_runs_every_stage_and_reports_useful_documents(tmp_path, capsys):
-    pipe = _copy(tmp_path)
-    assert main(["index", str(pipe)]) == 0
-    capsys.readouterr()
+def test_the_readme_query_runs_every_stage_and_reports_useful_documents(quickstart_built, quickstart_index, capsys):
+    code, _, err, _ = quickstart_built  # `ragcost index pipelines/quickstart.yaml`, run once per session
+    assert code == 0, err
+    pipe = quickstart_index()
     assert main(["query", str(pipe), "how does the with statement call __exit__?", "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
     q = res["queries"][0]

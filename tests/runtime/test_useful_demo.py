@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from ragcost.cli.main import main
-from tests.runtime.test_quickstart import _copy
 
 
 @pytest.mark.slow  # embeds the 79 pydoc topics, then runs 105 questions through the whole chain
-def test_the_demo_abstains_off_topic_and_answers_on_topic(tmp_path, capsys):
+def test_the_demo_abstains_off_topic_and_answers_on_topic(quickstart_index):
     from bench.useful_demo import measure
 
-    pipe = _copy(tmp_path)
-    assert main(["index", str(pipe)]) == 0
-    capsys.readouterr()
+    pipe = quickstart_index()
     res = measure(pipe)
     test = res["splits"]["test"]
     assert test["on_topic"] >= 30 and test["off_topic"] >= 30
