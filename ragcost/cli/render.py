@@ -52,6 +52,10 @@ def print_results(run: QueryRun, show_hits: bool = True, streamed: bool = False)
             console.print(t)
             extra = f", {s.notes['matches']} chunks match the filter" if "matches" in s.notes else ""
             console.print(plain(f"retrieval strategy: {s.notes.get('strategy', '-')}{extra}; {len(s.hits)} results"))
+            if s.notes.get("partial"):
+                p = s.notes["partial"]
+                console.print(Text.assemble(("partial: ", "red"), plain(f"shard(s) {p['missing_shards']} of {p['shards']} "
+                                            "did not answer; these results are from the others")))
             if s.routes:  # a route stage chose the generate target: say which, and why
                 f = s.route_fields()
                 console.print(plain(f"route: {f['route_path']} ({f['route_reason']})"))
@@ -127,6 +131,7 @@ def results_json(run: QueryRun) -> dict[str, Any]:
                 "text": s.text,
                 "strategy": s.notes.get("strategy"),
                 "matches": s.notes.get("matches"),
+                "partial": s.notes.get("partial"),
                 "cache": s.cache_view(),
                 "notes": {k: v for k, v in s.notes.items() if k not in ("strategy", "matches")},
                 "answer": s.answer,

@@ -14,6 +14,23 @@ from pydantic import Field, PrivateAttr, field_validator
 from ragcost.config.base import Strict
 
 
+class ServeShards(Strict):
+    """Where a sharded index's shards are searched at query time: here, or each in a Ray actor."""
+
+    on: Literal["process", "ray"] = Field("process", description="process: this process holds every shard and walks "
+                                          "them in turn; ray: one Ray actor per shard (the pipeline's ray.address), "
+                                          "searched in parallel, top k merged")
+    address: Optional[str] = Field(None, description="the Ray cluster the shard actors run on: its GCS host:port, "
+                                   "ray://host:port or auto; null = the pipeline's ray.address, else auto")
+    connect_timeout_s: float = Field(10.0, gt=0, le=600, description="a cluster that does not answer within this is an error naming the address")
+    cpus_per_shard: float = Field(1.0, gt=0, description="CPUs each shard actor reserves (its search threads)")
+    max_restarts: int = Field(1, ge=0, le=100, description="times Ray restarts a dead shard actor; a failed call is retried once")
+    timeout_s: float = Field(30.0, gt=0, le=3600, description="a shard that does not answer within this is missing "
+                             "from the answer, which is flagged partial")
+    resource: Optional[str] = Field(None, description="price-book resource the shard actors' CPU is priced on; "
+                                    "null = the pipeline's resource")
+
+
 class IndexConfig(Strict):
     """One vector index. ``build`` makes the artifact; ``search`` can change per query or sweep."""
 
@@ -26,6 +43,9 @@ class IndexConfig(Strict):
     shards: Optional[int] = Field(None, description="hnsw kinds: build this many graphs over contiguous label "
                                   "ranges, search them all and merge the top k; null = ray.workers under executor: "
                                   "ray, else 1 (one graph)")
+
+    serve: ServeShards = Field(default_factory=ServeShards, description="query time: shards searched here "
+                               "(process) or in Ray actors (on: ray); not part of the fingerprint")
 
     @field_validator("shards")
     @classmethod

@@ -13,7 +13,7 @@ Schema
     query_id (pk), run_id, at, text, ok (the request succeeded), useful (useful documents
     delivered), cost_usd (sum of its stage rows), retrieved (documents in the final context), error,
     outcome (continued | branched | finished | blocked | failed), outcome_stage, route, tenant
-    (the API key's tenant under ``ragcost serve``), useful_expected (the judge's count, a float for the
+    (the API key's tenant under ``ragcost serve``), partial (shards missing from the answer, JSON), useful_expected (the judge's count, a float for the
     expected-useful judge), useful_judge (which judge), route_path (every target in order,
     ``small>large`` after an escalation), route_score and route_reason (the router's decision).
 ``rc_ledger_stage_calls``: one per (query, stage call).
@@ -91,6 +91,9 @@ queries = sa.Table(
     # a float for the expected-useful judge (sum of P(relevant)); ``useful`` is then its rounding.
     sa.Column("useful_expected", sa.Double),
     sa.Column("useful_judge", sa.String(200)),  # the judge that counted it, e.g. "cited" or "calibrated isotonic(score) on scifact"
+    # Shards missing from the answer (served by Ray actors, one died and its retry failed), as JSON:
+    # {"missing_shards": [1], "shards": 4}; NULL = every shard answered (additive: older rows read NULL).
+    sa.Column("partial", sa.Text),
 )
 
 stage_calls = sa.Table(
@@ -302,6 +305,7 @@ class Ledger:
             "cache": json.dumps(query["cache"], sort_keys=True, default=str) if query.get("cache") else None,
             "tenant": query.get("tenant"), "user_label": query.get("user_label"), "route_path": query.get("route_path"),
             "route_score": query.get("route_score"), "route_reason": query.get("route_reason"),
+            "partial": json.dumps(query["partial"], sort_keys=True) if query.get("partial") else None,
         }
         return qrow, rows
 

@@ -49,6 +49,7 @@ class Answer:
     strategy: Any = None  # what the retrieve call reported (exact scan or the index's filtered search)
     cache: Optional[dict[str, Any]] = None  # the ledger's cache column (QueryState.cache_record)
     user: Optional[str] = None  # a label the caller gave (ragcost serve: the OpenAI request's user)
+    partial: Optional[dict[str, Any]] = None  # shards missing from the results (Ray-served shards); None = complete
 
     @property
     def cost(self) -> float:
@@ -68,7 +69,7 @@ class Answer:
         return {"query_id": self.id, "text": self.text, "ok": self.ok, "useful": self.useful,
                 "retrieved": len(self.hits), "error": self.error, "outcome": self.outcome,
                 "outcome_stage": self.outcome_stage, "route": self.route, "tenant": self.tenant, "cache": self.cache,
-                "user_label": self.user,
+                "user_label": self.user, "partial": self.partial,
                 **{k: v for k, v in self.route_fields.items() if k != "route"}}
 
     def to_json(self) -> dict[str, Any]:
@@ -77,7 +78,7 @@ class Answer:
             "answer": self.answer, "citations": self.citations, "useful": self.useful,
             "strategy": self.strategy, "hits": self.hits,
             "cache": None if not self.cache else {k: self.cache.get(k) for k in ("tier", "similarity", "verified")},
-            "stages": self.stages(), "cost_usd": self.cost,
+            "stages": self.stages(), "cost_usd": self.cost, "partial": self.partial,
         }
 
 
@@ -196,7 +197,7 @@ class Session:
                 id=s.id, text=s.text, hits=[_hit(h) for h in s.hits], answer=s.answer, citations=list(s.citations), ok=s.ok,
                 error=s.error, outcome=s.outcome, tenant=s.tenant, useful=useful_count(self.pipe, s) if s.ok else 0,
                 rows=rows, notes=dict(s.notes), route=s.route, route_fields=s.route_fields(), outcome_stage=s.outcome_stage,
-                cache=s.cache_record(),
+                cache=s.cache_record(), partial=s.notes.get("partial"),
                 strategy=next((c.record.notes.get("strategies") for c in res.calls
                                if c.serves(s) and c.record.notes.get("strategies")), None)
                 or ({s.notes["strategy"]: 1} if s.cache and s.notes.get("strategy") else None)))

@@ -93,8 +93,27 @@ class Pipeline:
             from ragcost.index.artifact import open_artifact
 
             expected = self.index_fingerprint(self.store().revision())
-            self._artifact = open_artifact(self.config.index_path, self.index_config, expected, self.rebuild_hint())
+            if self.index_config.serve.on == "ray" and self.index_shards() > 1:
+                self._artifact = self._served_on_ray(expected)
+            else:
+                self._artifact = open_artifact(self.config.index_path, self.index_config, expected, self.rebuild_hint())
         return self._artifact
+
+    def _served_on_ray(self, expected: dict[str, Any]):
+        """The artifact checked as ``open_artifact`` checks it, its shards loaded in Ray actors, not here."""
+        import numpy as np
+
+        from ragcost.index.artifact import LoadedIndex, check_artifact
+        from ragcost.runtime.shard_actors import serve_on_ray
+
+        d = self.config.index_path
+        m = check_artifact(d, self.index_config, expected, self.rebuild_hint())
+        art = LoadedIndex(index=None, labels=np.load(d / m.labels_file),  # type: ignore[arg-type]
+                          vectors=np.load(d / m.vectors_file, mmap_mode="r"), manifest=m)
+        serve = self.index_config.serve
+        opts = self.config.ray_options.model_copy(update={
+            "address": serve.address or self.config.ray_options.address, "connect_timeout_s": serve.connect_timeout_s})
+        return serve_on_ray(art, d, self.index_config, opts)
 
     @property
     def store_file(self) -> Optional[Path]:
@@ -140,6 +159,10 @@ class Pipeline:
     def close(self) -> None:
         for st in self._stages or []:
             st.close()
+        close_index = getattr(getattr(self._artifact, "index", None), "close", None)
+        if close_index is not None:  # shard actors on Ray
+            close_index()
+            self._artifact = None
         if self._store is not None:
             self._store.close()
             self._store = None

@@ -230,7 +230,7 @@ def _write_ledger(pipe: Pipeline, ledger, run_id: str, res, useful: list[int]) -
             run_id,
             {"text": s.text, "ok": s.ok, "useful": n_useful, "useful_judge": judge_label(pipe), "retrieved": len(s.hits),
              "error": s.error, "outcome": s.outcome, "outcome_stage": s.outcome_stage, **s.route_fields(),
-             "cache": s.cache_record()},
+             "cache": s.cache_record(), "partial": s.notes.get("partial")},
             rows,
         )
 

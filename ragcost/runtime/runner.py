@@ -119,6 +119,10 @@ class Runner:
             result.calls.append(StageCall(rec, cost_of(rec, self.book), served=active))
             raise StageError(f"stage {stage.name!r} failed: {type(e).__name__}: {e}") from e
         rec.cpu_seconds = cpu.seconds
+        # Work the stage had done on other machines (shard actors on Ray), measured there: priced on its
+        # own resource and shared by the call's queries, beside the call's own (driver-side) CPU.
+        for remote in rec.notes.pop("remote", None) or []:
+            result.calls.append(StageCall(remote, cost_of(remote, self.book), served=active))
         shared = [s for s in active if not s.usage]
         self._cpu_of_own_records([own for s in active for own in s.usage], cpu.seconds)
         for s in active:

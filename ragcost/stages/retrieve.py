@@ -129,6 +129,7 @@ class Retrieve(Stage):
     def __init__(self, params: StageParams, ctx) -> None:
         super().__init__(params, ctx)
         self._docmap: Optional[tuple[object, DocMap]] = None
+        self._seen = 0  # fan-out reports of a Ray-served index already looked at in this call
 
     def warm_up(self) -> None:
         self._docs(self.ctx.artifact(), self.ctx.store())
@@ -150,6 +151,7 @@ class Retrieve(Stage):
             if self.params.fetch_text:
                 source.fetch()
             usage.notes["strategies"] = strategies
+            self._shard_usage(art, usage, len(batch))
             return batch
         if all(s.filter is None for s in batch):
             groups = [_Group(None, batch)]
@@ -169,7 +171,45 @@ class Retrieve(Stage):
         if self.params.fetch_text:
             source.fetch()
         usage.notes["strategies"] = strategies
+        self._shard_usage(art, usage, len(batch))
         return batch
+
+    # ---- shards served by Ray actors (``index: {serve: {on: ray}}``) -----------------------
+    def _mark_partial(self, art, states: list[QueryState]) -> None:
+        """Queries a fan-out answered without every shard are flagged, never silently short."""
+        reports = getattr(art.index, "reports", None)
+        if reports is None:
+            return
+        fresh, self._seen = reports[self._seen:], len(reports)  # this search's fan-outs only
+        missing = sorted({i for r in fresh for i in r.missing})
+        if not missing:
+            return
+        shards = len(getattr(art.index, "actors", ())) or None
+        for s in states:
+            p = s.notes.setdefault("partial", {"missing_shards": [], "shards": shards})
+            p["missing_shards"] = sorted(set(p["missing_shards"]) | set(missing))
+
+    def _shard_usage(self, art, usage: UsageRecord, items: int) -> None:
+        """Each shard actor's CPU-seconds (measured inside it) as a record of its own, priced by the runner."""
+        take = getattr(art.index, "take_reports", None)
+        if take is None:
+            return
+        per: dict[int, UsageRecord] = {}
+        resource = self.ctx.index_config.serve.resource or self.resource
+        self._seen = 0
+        for report in take():
+            for c in report.calls:
+                r = per.get(c.shard)
+                if r is None:
+                    r = per[c.shard] = UsageRecord(stage=f"{self.name}:shard-{c.shard}", resource=resource, items=items,
+                                                   calls=0, cpu_seconds=0.0, notes={"node": c.node, "pid": c.pid})
+                r.cpu_seconds = (r.cpu_seconds or 0.0) + c.cpu_seconds
+                r.wall_seconds += c.wall_seconds
+                r.retries += int(c.retried)
+                r.failures += int(c.failed is not None)
+                if c.node:
+                    r.notes.update(node=c.node, pid=c.pid)
+        usage.notes["remote"] = [per[i] for i in sorted(per)]
 
     def _run_group(self, art, docs: DocMap, source: ChunkSource, g: _Group, strategies: dict[str, int]) -> None:
         if len(g.states) == 1:
@@ -186,6 +226,7 @@ class Retrieve(Stage):
             fetch = min(kmax * mult, available)
             q = q_all if len(pending) == len(states) else q_all[pending]
             scores, labels, strategy = self._search(art, g, q, fetch)
+            self._mark_partial(art, [states[i] for i in pending.tolist()])
             block = _rank(scores, labels, docs, ks[pending], kmax, per_doc, source)
             # A query whose candidates collapsed to fewer than k documents searches again, wider.
             done = np.ones(len(pending), dtype=bool) if not per_doc or fetch >= available else block.counts >= ks[pending]
@@ -219,6 +260,7 @@ class Retrieve(Stage):
                 q = _query_matrix(g.states) if q is None else q
                 scores, labels, strategy = self._search(art, g, q, fetch)
                 lbs, scs = labels[0].tolist(), scores[0].tolist()
+            self._mark_partial(art, [s])
             ds = docs.ords_list(lbs)
             # The usual case: every result is a known chunk (and, per document, of a distinct
             # document): keep the first k as they are. Both checks run in C.
@@ -277,6 +319,9 @@ class Retrieve(Stage):
 
     @staticmethod
     def _exact(art, g: _Group, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        scan = getattr(art.index, "scan_allowed", None)
+        if scan is not None:  # shards in Ray actors: each scans its own vectors
+            return scan(q, k, g.allowed)
         if g.rows is None:
             g.rows = rows_for_labels(art.labels, g.allowed)
         return scan_rows(art.vectors, art.labels, q, k, g.rows)

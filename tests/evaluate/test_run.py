@@ -208,4 +208,9 @@ def test_an_index_file_asking_for_shards_is_built_and_measured_sharded(tmp_path,
     one, two = sorted(ok, key=lambda r: r.index_file.endswith("2shards.yaml"))
     assert two.index_file.endswith("2shards.yaml")
     assert two.metrics["ann_recall@10"] >= one.metrics["ann_recall@10"] - 0.02
-    assert two.index_bytes == pytest.approx(one.index_bytes, rel=1e-3)  # the shards' sum: the same graph bytes
+    # The shards' sum is the one graph's bytes plus hnswlib's once-per-index part for the second shard:
+    # 65,536 label locks of sizeof(std::mutex) = 40 bytes (x86-64 glibc). Measured, not taken from the formula:
+    # loading an empty hnswlib index grows RSS by 2,625,536 bytes, and loading 2 shards of 10k 64-d vectors
+    # instead of one 20k graph grows it by 2.61 MB more (2 runs each).
+    per_index = 65_536 * 40
+    assert two.index_bytes == pytest.approx(one.index_bytes + per_index, rel=1e-3)

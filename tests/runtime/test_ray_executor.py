@@ -23,18 +23,9 @@ from ragcost.config.fields import parse_fields
 from ragcost.errors import ConfigError
 from ragcost.runtime.pipeline import Pipeline
 from tests.cli.conftest import REPO, run_cli, write_corpus, write_pipeline
+from tests.runtime.conftest import ray_installed
 
 FIELDS = {"tenant": "str", "year": "int", "tags": "list[str]"}
-
-
-def _ray_installed() -> None:
-    try:
-        import ray  # noqa: F401
-        import ray.data  # noqa: F401
-    except ImportError:
-        if os.environ.get("CI") == "true":
-            pytest.fail("ray is not installed; scripts/test.sh installs the [ray] extra")
-        pytest.skip("needs the [ray] extra: pip install 'ragcost[ray]'")
 
 
 def _free_port() -> int:
@@ -86,7 +77,7 @@ class TestRayConfig:
 
 class TestRayBadInput:
     def test_an_address_that_does_not_answer_is_one_line_naming_it_within_the_timeout(self, tmp_path):
-        _ray_installed()
+        ray_installed()
         write_corpus(tmp_path / "kb.jsonl")
         p = write_pipeline(tmp_path, executor="ray", ray={"connect_timeout_s": 3})
         address = f"127.0.0.1:{_free_port()}"
@@ -104,7 +95,7 @@ class TestRayBadInput:
 
     def test_an_address_that_never_accepts_times_out_in_one_line(self, tmp_path, capsys):
         """A port whose accept queue is full drops new connections silently: the connect timeout decides."""
-        _ray_installed()
+        ray_installed()
         write_corpus(tmp_path / "kb.jsonl")
         p = write_pipeline(tmp_path, executor="ray", ray={"connect_timeout_s": 1.5})
         with socket.socket() as server:
@@ -129,7 +120,7 @@ class TestRayBadInput:
         assert 1.4 <= took < 1.5 + 5
 
     def test_a_malformed_address_names_the_expected_form(self, tmp_path, capsys):
-        _ray_installed()
+        ray_installed()
         write_corpus(tmp_path / "kb.jsonl")
         code, _, err = run_cli(capsys, "index", write_pipeline(tmp_path), "--ray", "no-port-here")
         assert code == 1
@@ -137,15 +128,6 @@ class TestRayBadInput:
 
 
 # ---- a real 2-node cluster -------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def ray_cluster():
-    _ray_installed()
-    from tests.ray_cluster import LocalRayCluster
-
-    with LocalRayCluster(nodes=2, cpus_per_node=1) as cluster:  # stopped (by pid) even when a test fails
-        yield cluster
 
 
 def _varied_docs(n: int) -> list[tuple]:

@@ -1,0 +1,298 @@
+"""``index: {serve: {on: ray}}``: each shard of a sharded index searched in a Ray actor of its own.
+
+The driver reads the sharded file's ``shards.json`` and each shard's saved bytes (it never loads a
+graph itself), and starts one actor per shard with the backend's file and that shard's float32
+vectors (for the exact scan). Ray's scheduler places them, spread over the nodes (``SPREAD``). A
+search sends the whole batch of queries to every shard at once -- the allowed labels of a filter
+split by the shards' label ranges, a shard with none skipped -- and merges the top k as the
+in-process ``ShardedIndex`` does (``merge_top_k``: score, then label), so both give the same labels.
+
+Faults: an actor that dies is restarted by Ray (``max_restarts``) and its call sent once more; a
+shard that still fails (or passes ``timeout_s``) is left out of the merge, and the shards missing
+from each call are kept for the retrieve stage, which flags the queries ``partial``. Each shard
+call reports the CPU-seconds its thread used inside the actor and its node, so the retrieve stage
+can price every shard's time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import zipfile
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, ClassVar, Optional
+
+import numpy as np
+
+from ragcost.config.index import IndexConfig
+from ragcost.config.pipeline import RayOptions
+from ragcost.errors import FingerprintError
+from ragcost.index.base import NO_ROWS, FilteredResult, VectorIndex
+from ragcost.index.sharded import merge_top_k, sharded_class
+
+
+class ShardActor:
+    """One shard: the backend's index read from its saved bytes, its labels and float32 vectors."""
+
+    def __init__(self, config: dict, dim: int, precision: str, blob: bytes, vectors: np.ndarray,
+                 labels: np.ndarray, threads: int) -> None:
+        import ray
+
+        from ragcost.index import index_registry
+        from ragcost.index.sharded import shard_from_bytes
+
+        cfg = IndexConfig.model_validate({**config, "threads": threads})
+        holder = sharded_class(index_registry.get(cfg.backend))(cfg, dim, precision, shards=1)
+        try:  # the library's own import is not the shard's memory
+            __import__(cfg.backend)
+        except ImportError:
+            pass
+        before = _rss()
+        self.index = shard_from_bytes(holder, blob)
+        self.loaded_rss_bytes = _rss() - before  # what loading this shard's index grew the actor by
+        self.vectors = np.ascontiguousarray(vectors, np.float32)
+        self.labels = np.ascontiguousarray(labels, np.int64)
+        self.where = {"node": ray.util.get_node_ip_address(), "pid": os.getpid()}
+
+    def search(self, queries: np.ndarray, k: int, params: Optional[dict], allowed: Optional[np.ndarray]) -> dict:
+        t0, c0 = time.perf_counter(), time.thread_time()
+        if allowed is None:
+            s, lb = self.index.search(queries, k, params=params)
+            rows = NO_ROWS
+        else:
+            s, lb, rows = self.index.search_filtered(queries, k, params, allowed)
+        return {"scores": s, "labels": lb, "exact_rows": rows, **self._spent(t0, c0)}
+
+    def scan(self, queries: np.ndarray, k: int, allowed: np.ndarray) -> dict:
+        """Exact top k over this shard's vectors whose labels are ``allowed`` (the small-filter strategy)."""
+        from ragcost.index.exact import rows_for_labels, scan_rows
+
+        t0, c0 = time.perf_counter(), time.thread_time()
+        s, lb = scan_rows(self.vectors, self.labels, queries, k, rows_for_labels(self.labels, allowed))
+        return {"scores": s, "labels": lb, "exact_rows": NO_ROWS, **self._spent(t0, c0)}
+
+    def info(self) -> dict:
+        return {**self.where, "vectors": len(self.index), "index_bytes": int(self.index.nbytes()), "rss_bytes": _rss(),
+                "loaded_rss_bytes": self.loaded_rss_bytes}
+
+    def _spent(self, t0: float, c0: float) -> dict:
+        return {"cpu_seconds": time.thread_time() - c0, "wall_seconds": time.perf_counter() - t0, **self.where}
+
+
+def _rss() -> int:
+    """This process's resident bytes (/proc/self/statm)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass
+class ShardCall:
+    """What one shard did for one search call: its CPU inside the actor, where it ran, whether it failed."""
+
+    shard: int
+    cpu_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    node: str = ""
+    pid: int = 0
+    retried: bool = False
+    failed: Optional[str] = None
+
+
+@dataclass
+class CallReport:
+    """One fan-out: the shards asked, the calls they made, the shards missing from the merge."""
+
+    shards: int
+    calls: list[ShardCall] = field(default_factory=list)
+
+    @property
+    def missing(self) -> list[int]:
+        return sorted(c.shard for c in self.calls if c.failed)
+
+
+@lru_cache(maxsize=None)
+def served_class(inner: type[VectorIndex]) -> type["RayServedIndex"]:
+    """The Ray-served counterpart of backend ``inner``'s sharded index: same backend, kinds and devices."""
+    base = sharded_class(inner)
+    return type(f"RayServed{inner.__name__}", (RayServedIndex,),
+                {"inner": inner, "backend": base.backend, "kinds": base.kinds, "devices": base.devices,
+                 "filtered_search_params": base.filtered_search_params, "__module__": __name__})
+
+
+class RayServedIndex(VectorIndex):
+    """A sharded index whose shards live in Ray actors; searches fan out and merge. Built elsewhere."""
+
+    inner: ClassVar[type[VectorIndex]]
+    suffix = "shards"
+
+    def __init__(self, config: IndexConfig, dim: int, precision: str = "float32") -> None:
+        super().__init__(config, dim, precision)
+        self.actors: list[Any] = []
+        self._lo = np.zeros(0, np.int64)
+        self._hi = np.zeros(0, np.int64)
+        self._count = 0
+        self._bytes = 0
+        self.reports: list[CallReport] = []  # fan-outs since the retrieve stage last took them
+        self._ray: Any = None
+        self._owns = False
+        self._held: list[tuple] = []
+
+    # ---- start and stop -------------------------------------------------------------------
+    def start(self, path: Path, vectors: np.ndarray, labels: np.ndarray, opts: RayOptions, index_bytes: int) -> None:
+        """One actor per shard of the sharded file at ``path``; ``vectors``/``labels``: the artifact's, sorted."""
+        from ragcost.runtime.ray_executor import connect
+
+        serve = self.config.serve
+        try:
+            with zipfile.ZipFile(path) as z:
+                meta = json.loads(z.read("shards.json"))
+                blobs = [z.read(f"shard-{i}.{self.inner.suffix}") for i in range(int(meta["shards"]))]
+        except (zipfile.BadZipFile, KeyError, ValueError) as e:
+            raise FingerprintError(f"{path}: not a sharded index file ({type(e).__name__}: {e})") from None
+        self._ray, self._owns = connect(opts)
+        ray = self._ray
+        actor = ray.remote(ShardActor).options(num_cpus=serve.cpus_per_shard, max_restarts=serve.max_restarts,
+                                               max_task_retries=0, scheduling_strategy="SPREAD")
+        edges = np.concatenate([[0], np.cumsum(meta["counts"])]).astype(int)
+        cfg = self.config.model_dump(exclude={"serve"})
+        threads = max(1, int(serve.cpus_per_shard))
+        # Held for the actors' lifetime: Ray restarts a dead actor from these very objects (its constructor
+        # arguments), and a restart fails once they go out of scope.
+        self._held = [(ray.put(b), ray.put(np.ascontiguousarray(vectors[a:z_], np.float32)), ray.put(labels[a:z_]))
+                      for b, a, z_ in zip(blobs, edges[:-1], edges[1:])]
+        self.actors = [actor.remote(cfg, self.dim, self.precision, b, v, lb, threads) for b, v, lb in self._held]
+        self._lo = np.array([r[0] for r in meta["ranges"]], np.int64)
+        self._hi = np.array([r[1] for r in meta["ranges"]], np.int64)
+        self._count = int(edges[-1])
+        self._bytes = int(index_bytes)
+        self.placement = ray.get([a.info.remote() for a in self.actors], timeout=max(serve.timeout_s, 120))
+
+    def close(self) -> None:
+        if self._ray is None:
+            return
+        for a in self.actors:
+            try:
+                self._ray.kill(a, no_restart=True)
+            except Exception:  # an actor already gone  # noqa: BLE001
+                pass
+        self.actors, self._held = [], []
+        if self._owns:
+            self._ray.shutdown()
+        self._ray, self._owns = None, False
+
+    # ---- search ---------------------------------------------------------------------------
+    def search(self, queries: np.ndarray, k: int, params: dict[str, Any] | None = None,
+               allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        return self._fan_out("search", queries, k, params, allowed)[:2]
+
+    def search_filtered(self, queries: np.ndarray, k: int, params: dict[str, Any] | None,
+                        allowed: np.ndarray) -> FilteredResult:
+        return self._fan_out("search", queries, k, params, allowed)
+
+    def scan_allowed(self, queries: np.ndarray, k: int, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The exact scan of the allowed labels, each shard scanning its own vectors."""
+        return self._fan_out("scan", queries, k, None, allowed)[:2]
+
+    def search_one(self, query: np.ndarray, k: int) -> tuple[list[int], list[float]]:
+        s, lb = self.search(np.asarray(query, np.float32).reshape(1, -1), k)
+        return lb[0].tolist(), s[0].tolist()
+
+    def take_reports(self) -> list[CallReport]:
+        out, self.reports = self.reports, []
+        return out
+
+    def _fan_out(self, method: str, queries: np.ndarray, k: int, params: Optional[dict],
+                 allowed: Optional[np.ndarray]) -> FilteredResult:
+        queries = np.atleast_2d(np.ascontiguousarray(queries, dtype=np.float32))
+        if params:
+            self.search_params(params)  # a bad override is refused here, before any shard is asked
+        parts: dict[int, Optional[np.ndarray]] = {i: None for i in range(len(self.actors))}
+        if allowed is not None:
+            allowed = np.sort(np.asarray(allowed, dtype=np.int64))
+            starts = np.searchsorted(allowed, self._lo, side="left")
+            stops = np.searchsorted(allowed, self._hi, side="right")
+            parts = {i: allowed[a:b] for i, (a, b) in enumerate(zip(starts, stops)) if b > a}
+        qref = self._ray.put(queries) if len(parts) > 1 else queries
+
+        def send(i: int):
+            fn = getattr(self.actors[i], method)
+            return fn.remote(qref, k, parts[i]) if method == "scan" else fn.remote(qref, k, params, parts[i])
+
+        refs = {i: send(i) for i in parts}
+        report = CallReport(len(self.actors))
+        scores, labels, exact = [], [], [NO_ROWS]
+        for i, ref in refs.items():
+            call = ShardCall(i)
+            got = self._get(ref, call)
+            if got is None and self.config.serve.max_restarts > 0 and self._back(i):
+                call.retried = True  # it died and Ray restarted it: send the call once more
+                got = self._get(send(i), call)
+            report.calls.append(call)
+            if got is None:
+                continue
+            call.failed = None
+            call.cpu_seconds, call.wall_seconds = float(got["cpu_seconds"]), float(got["wall_seconds"])
+            call.node, call.pid = str(got["node"]), int(got["pid"])
+            scores.append(got["scores"])
+            labels.append(got["labels"])
+            exact.append(got["exact_rows"])
+        self.reports.append(report)
+        if not scores:
+            empty = np.zeros((len(queries), 0))
+            return FilteredResult(*merge_top_k([empty.astype(np.float32)], [empty.astype(np.int64)], k), NO_ROWS)
+        return FilteredResult(*merge_top_k(scores, labels, k), np.unique(np.concatenate(exact)).astype(np.int64))
+
+    def _back(self, i: int) -> bool:
+        """Whether shard ``i``'s actor answers again (restarted by Ray) within ``timeout_s``."""
+        ray, end = self._ray, time.monotonic() + self.config.serve.timeout_s
+        while time.monotonic() < end:
+            try:
+                ray.get(self.actors[i].info.remote(), timeout=max(end - time.monotonic(), 0.1))
+                return True
+            except ray.exceptions.RayActorError as e:
+                if "restart" not in str(e).lower() and "unavailable" not in type(e).__name__.lower():
+                    time.sleep(0.2)
+            except ray.exceptions.GetTimeoutError:
+                return False
+            time.sleep(0.1)
+        return False
+
+    def _get(self, ref: Any, call: ShardCall) -> Optional[dict]:
+        ray = self._ray
+        try:
+            return ray.get(ref, timeout=self.config.serve.timeout_s)
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError, ray.exceptions.RayTaskError) as e:
+            call.failed = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:160]}"
+            return None
+
+    # ---- what the protocol asks of an index ----------------------------------------------
+    def build(self, vectors: np.ndarray, labels: np.ndarray) -> None:
+        raise NotImplementedError("a Ray-served index is built as a sharded index (ragcost index), then served")
+
+    def save(self, path: Path) -> None:
+        raise NotImplementedError("a Ray-served index is saved as the sharded index it was loaded from")
+
+    def load(self, path: Path) -> None:
+        raise NotImplementedError("use start(): the shards load inside their actors")
+
+    def nbytes(self) -> int:
+        """The shards' bytes, summed (the manifest's figure): what the actors hold between them."""
+        return self._bytes
+
+    def __len__(self) -> int:
+        return self._count
+
+
+def serve_on_ray(artifact: Any, directory: Path, config: IndexConfig, opts: RayOptions) -> Any:
+    """``artifact`` (a LoadedIndex of a sharded index) with its index replaced by actors serving its shards."""
+    from ragcost.index import index_registry
+
+    m = artifact.manifest
+    index = served_class(index_registry.get(config.backend))(config, m.dim, m.precision)
+    index.start(Path(directory) / m.index_file, artifact.vectors, artifact.labels, opts, m.index_bytes)
+    index.warnings = list(m.warnings)
+    artifact.index = index
+    return artifact

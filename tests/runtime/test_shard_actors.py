@@ -1,0 +1,192 @@
+"""``index: {serve: {on: ray}}``: a sharded index's shards in Ray actors on a real 2-node cluster.
+
+The reference is the in-process sharded index over the same file: the actors must give its labels
+(unfiltered, the native filtered search, and the exact scan of a filter's matches). A killed actor
+is restarted and its call retried; one that stays dead leaves the answer flagged ``partial``, in
+the answer, its JSON and the ledger -- never silently fewer documents.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+import pytest
+
+from ragcost.config.index import IndexConfig, ServeShards
+from ragcost.config.pipeline import RayOptions
+from ragcost.index.exact import rows_for_labels, scan_rows
+from ragcost.index.sharded import new_index
+from ragcost.runtime.shard_actors import served_class
+from tests.cli.conftest import write_corpus, write_pipeline
+
+N, DIM, SHARDS = 5_000, 32, 4
+
+
+def _vectors(n: int, dim: int, seed: int = 7) -> np.ndarray:
+    x = np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+@pytest.fixture(scope="module")
+def served(ray_cluster, tmp_path_factory):
+    """(in-process sharded index, the same file served by 4 actors, vectors, labels)."""
+    import ray
+
+    from ragcost.index import index_registry
+
+    cfg = IndexConfig(backend="hnswlib", kind="hnsw", build={"M": 12, "ef_construction": 64}, search={"ef": 48},
+                      shards=SHARDS, serve=ServeShards(on="ray", cpus_per_shard=0.25, max_restarts=1, timeout_s=60))
+    x = _vectors(N, DIM)
+    labels = np.arange(N, dtype=np.int64) * 3 + 11  # not 0..n-1: the ranges are labels, not rows
+    local = new_index(cfg, DIM)
+    local.build(x, labels)
+    path = tmp_path_factory.mktemp("served") / "index.shards"
+    local.save(path)
+    remote = served_class(index_registry.get("hnswlib"))(cfg, DIM)
+    remote.start(path, x, labels, RayOptions(address=ray_cluster.address), local.nbytes())
+    try:
+        yield local, remote, x, labels
+    finally:
+        remote.close()
+        if ray.is_initialized():
+            ray.shutdown()
+
+
+def test_actors_give_the_in_process_sharded_top_10_and_spread_over_both_nodes(served):
+    local, remote, x, labels = served
+    q = _vectors(64, DIM, seed=1)
+    s_l, l_l = local.search(q, 10)
+    s_r, l_r = remote.search(q, 10)
+    assert np.array_equal(l_l, l_r)  # recall 1.0 against the in-process reference
+    assert np.allclose(s_l, s_r, atol=1e-6)
+    assert remote.search_one(q[0], 10)[0] == l_l[0].tolist()
+    assert sorted({p["node"] for p in remote.placement}) == ["127.0.0.2", "127.0.0.3"]  # SPREAD: both nodes
+    assert [p["vectors"] for p in remote.placement] == [len(s) for s in local.shards]
+    assert len(remote) == N and remote.nbytes() == local.nbytes()
+    report = remote.take_reports()[-1]
+    assert report.missing == [] and all(c.cpu_seconds > 0 and c.node for c in report.calls)
+
+
+def test_filtered_search_and_the_exact_scan_work_per_shard(served):
+    local, remote, x, labels = served
+    q = _vectors(16, DIM, seed=2)
+    allowed = labels[(labels // 3) % 5 < 2]  # 40%, in every shard
+    params = {"ef": 96}
+    a = local.search_filtered(q, 10, params, allowed)
+    b = remote.search_filtered(q, 10, params, allowed)
+    assert np.array_equal(a.labels, b.labels) and np.array_equal(a.exact_rows, b.exact_rows)
+    few = labels[: N // SHARDS + 40]  # the first shard's and a few of the second's: the others are skipped
+    s_e, l_e = scan_rows(x, labels, q, 10, rows_for_labels(labels, few))
+    s_r, l_r = remote.scan_allowed(q, 10, few)
+    assert np.array_equal(l_e, l_r)
+    assert {c.shard for c in remote.take_reports()[-1].calls} == {0, 1}
+
+
+def test_a_killed_shard_actor_is_restarted_and_its_call_retried(served):
+    import ray
+
+    local, remote, x, labels = served
+    q = _vectors(8, DIM, seed=3)
+    ray.kill(remote.actors[2], no_restart=False)  # Ray restarts it (max_restarts: 1)
+    _, got = remote.search(q, 10)
+    assert np.array_equal(got, local.search(q, 10)[1])
+    call = next(c for c in remote.take_reports()[-1].calls if c.shard == 2)
+    assert call.retried and call.failed is None
+
+
+@pytest.fixture(scope="module")
+def kb_on_ray(ray_cluster, tmp_path_factory):
+    """A 4-shard pipeline indexed here, its queries served from shard actors with no restarts."""
+    from ragcost.runtime.indexing import run_index
+    from ragcost.runtime.pipeline import Pipeline
+
+    tmp = tmp_path_factory.mktemp("kb")
+    docs = [(f"d{i}", f"Title {i}", f"Document number {i} talks about topic {i % 7} and item {i * 13 % 101}.", "t",
+             2020 + i % 5, ["x"]) for i in range(120)]
+    write_corpus(tmp / "kb.jsonl", docs)
+    index = {"backend": "hnswlib", "kind": "hnsw", "build": {"M": 8, "ef_construction": 64}, "search": {"ef": 32},
+             "shards": SHARDS, "serve": {"on": "ray", "address": ray_cluster.address, "cpus_per_shard": 0.25, "max_restarts": 0, "timeout_s": 60}}
+    p = write_pipeline(tmp, index=index, stages=[{"type": "retrieve", "k": 5}])
+    pipe = Pipeline.load(p)
+    try:
+        run_index(pipe)
+    finally:
+        pipe.close()
+    return p
+
+
+def test_queries_under_a_shard_kill_are_complete_or_flagged_partial_and_all_in_the_ledger(kb_on_ray):
+    import ray
+
+    from ragcost.cost.ledger import Ledger
+    from ragcost.runtime.api import Session
+
+    answers, stop = [], threading.Event()
+    with Session(kb_on_ray) as s:
+        s.warm_up()
+        first = s.query("Document number 17 talks about topic 3")
+        assert first.partial is None and len(first.hits) == 5 and first.hits[0]["doc_id"] == "d17"
+        assert {r["stage"] for r in first.rows} >= {f"retrieve:shard-{i}" for i in range(SHARDS)}  # each shard priced
+        index = s.pipe.artifact().index
+
+        def load() -> None:
+            i = 0
+            while not stop.is_set() and i < 400:
+                answers.append(s.query(f"Document number {i % 120} talks about topic {i % 7}"))
+                i += 1
+
+        t = threading.Thread(target=load)
+        t.start()
+        while len(answers) < 5:
+            threading.Event().wait(0.05)
+        ray.kill(index.actors[1], no_restart=True)  # max_restarts: 0 and no restart: it stays dead
+        while not any(a.partial for a in answers) and t.is_alive():
+            threading.Event().wait(0.05)
+        stop.set()
+        t.join(timeout=120)
+        run_id = s.run_id
+    assert answers and any(a.partial for a in answers)
+    for a in answers:
+        assert a.ok and (len(a.hits) == 5 or a.partial), a.to_json()  # complete, or flagged
+        if a.partial:
+            assert a.partial == {"missing_shards": [1], "shards": SHARDS} and a.to_json()["partial"] == a.partial
+    with Ledger(json.loads(kb_on_ray.read_text())["store"]) as led:
+        rows, _ = led.read()
+    mine = {r["query_id"]: r for r in rows if r["run_id"] == run_id}
+    assert set(mine) == {first.id, *(a.id for a in answers)}  # none missing from the ledger
+    for a in answers:
+        assert (json.loads(mine[a.id]["partial"]) if mine[a.id]["partial"] else None) == a.partial
+    from ragcost.cost.report import build_report
+
+    report = build_report(json.loads(kb_on_ray.read_text())["store"])
+    shards = {r.stage: r for r in report.stages if r.stage.startswith("retrieve:shard-")}
+    assert sorted(shards) == [f"retrieve:shard-{i}" for i in range(SHARDS)]  # `ragcost report`: cost per shard
+    assert all(r.usd > 0 for name, r in shards.items() if name != "retrieve:shard-1")
+
+
+@pytest.mark.parametrize("serve, says", [
+    ({"on": "actors"}, r"index\.serve\.on: .*'process' or 'ray'"),
+    ({"on": "ray", "replicas": 2}, r"index\.serve\.replicas"),
+    ({"on": "ray", "cpus_per_shard": 0}, r"index\.serve\.cpus_per_shard"),
+])
+def test_a_bad_serve_option_is_one_line_naming_the_field(tmp_path, serve, says):
+    from ragcost.errors import ConfigError
+    from ragcost.runtime.load import load_pipeline
+
+    index = {"backend": "hnswlib", "kind": "hnsw", "shards": 2, "serve": serve}
+    p = write_pipeline(tmp_path, index=index)
+    with pytest.raises(ConfigError, match=says) as e:
+        load_pipeline(p)
+    assert "\n" not in str(e.value)
+
+
+def test_serve_is_not_part_of_the_fingerprint(tmp_path):
+    from ragcost.runtime.pipeline import Pipeline
+
+    base = {"backend": "hnswlib", "kind": "hnsw", "shards": 2}
+    a = Pipeline.load(write_pipeline(tmp_path, index=base))
+    b = Pipeline.load(write_pipeline(tmp_path, index={**base, "serve": {"on": "ray"}}))
+    assert a.index_config.serve.on == "process" and b.index_config.serve.on == "ray"
+    assert a.index_fingerprint("rev") == b.index_fingerprint("rev")  # one built index, served either way
