@@ -32,7 +32,8 @@ def _index_value(r: Any, pipeline_path: Path, old: Any) -> Any:
     if f.is_file() and f.resolve() != pipeline_path.resolve():  # the pipeline's own inline index is no index file
         cfg = load_index_file(f)
         if dict(cfg.search) == dict(r.search):
-            base = pipeline_path.resolve().parent
+            # relative to where the loader looks: beside the pipeline as named (a symlink's own folder, not its target's)
+            base = Path(os.path.abspath(pipeline_path)).parent
             if isinstance(old, str) and (base / old).resolve() == f.resolve():
                 return old
             return os.path.relpath(f.resolve(), base)
