@@ -72,8 +72,11 @@ def test_sigint_during_index_exits_130_with_a_line(tmp_path):
     write_corpus(tmp_path / "kb.jsonl", docs)
     p = write_pipeline(tmp_path)
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    # A shell that starts the test command in the background hands its children SIGINT ignored, and an
+    # ignored SIGINT stays ignored in Python; a terminal's Ctrl-C reaches a default handler, as here.
     proc = subprocess.Popen([sys.executable, "-m", "ragcost.cli.main", "index", str(p)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         lines = []
         for line in proc.stderr:
