@@ -238,6 +238,8 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
                     "(twice serve.max_batch: a batch is always waiting when one ends, so the worker never idles)")
     ap.add_argument("--saturation-s", type=float, default=20.0)
     ap.add_argument("--saturation", type=float, default=None, help="skip the measurement: use this req/s")
+    ap.add_argument("--serve", action="append", default=[], metavar="FIELD=VALUE",
+                    help="a serve: field for the overloaded server (YAML value), e.g. --serve gil_switch_ms=5")
     ap.add_argument("--work", default=None, help="folder for the demo's store and index (kept; reused when present)")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -273,7 +275,11 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     led = work / "ledger-overload.duckdb"
     if led.exists():
         led.unlink()
-    tight = demo_pipeline(work, "overload.yaml", {"admission": "deadline", "deadline_s": args.deadline})
+    import yaml
+
+    extra = {k: yaml.safe_load(v) for k, v in (x.split("=", 1) for x in args.serve)}
+    tight = demo_pipeline(work, "overload.yaml", {"admission": "deadline", "deadline_s": args.deadline, **extra})
+    out["serve_fields"] = extra
     srv = Server(tight, f"duckdb:///{led}")
     try:
         asyncio.run(closed_loop(srv.url, 1, 1.0))  # one request first: a measured service rate

@@ -136,6 +136,9 @@ class ServeConfig(Strict):
     drain_s: float = Field(30.0, gt=0, le=3600, description="on SIGTERM, requests in flight get this long to finish before the server exits")
     admission: Literal["deadline", "queue"] = Field("deadline", description="deadline: admit a request only when the measured service rate says it can finish "
                                                     "before deadline_s (else 429 with Retry-After from the drain rate); queue: only max_queue bounds the wait")
+    gil_switch_ms: float = Field(0.25, ge=0.01, le=100, description="the interpreter's thread switch interval while serving "
+                                 "(sys.setswitchinterval): the event loop that admits, refuses and answers requests waits at most about "
+                                 "this long for the batch thread's Python work to let go; Python's default is 5")
     warmup_queries: int = Field(8, ge=0, le=4096, description="at startup, before it says ready, the server runs a batch of 1 and a batch of this "
                                 "many copies of a question made from the first stored chunk (recorded in no ledger) to measure its service "
                                 "time, which admission by deadline goes by until real batches replace it; skipped for a pipeline with a "

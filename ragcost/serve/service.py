@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sys
 import time
 from pathlib import Path
 from typing import Optional
@@ -52,6 +53,8 @@ class Service:
         # collector's sight, so a full collection does not walk it (it paused requests for tens of ms).
         gc.collect()
         gc.freeze()
+        self._switch = sys.getswitchinterval()
+        sys.setswitchinterval(self.config.gil_switch_ms / 1000.0)  # a 429 should not wait out the batch thread's 5 ms slices
         self.writer = LedgerWriter(self.session)
         self.batcher.start()
         self.ready = True
@@ -80,6 +83,8 @@ class Service:
         if self.writer is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.writer.close)
         self.session.close()
+        if getattr(self, "_switch", None):
+            sys.setswitchinterval(self._switch)  # an in-process server (tests, an embedding app) leaves it as it found it
 
     def reload_keys(self) -> None:
         """SIGHUP, or the keys file changed: read it again (revoked keys are refused from now on)."""
