@@ -63,6 +63,14 @@ def guard(pipe, **params) -> GroundedGuard:
     return g
 
 
+def stamp_sentence_fingerprint(folder: Path, **fields: str) -> None:
+    """Rewrite fields of the stored sentence vectors' fingerprint, as another build would have made them."""
+    f = folder / "index" / "sentences" / "sentences.json"
+    m = json.loads(f.read_text())
+    m["fingerprint"].update(fields)
+    f.write_text(json.dumps(m))
+
+
 @pytest.fixture(scope="module")
 def kb(tmp_path_factory):
     pipe, summary = pipeline(tmp_path_factory.mktemp("grounded"), DOCS)
@@ -124,9 +132,7 @@ class TestIndexTimeSentenceVectors:
 
     def test_sentence_vectors_of_another_corpus_revision_are_refused_with_the_rebuild_command(self, tmp_path):
         pipe, _ = pipeline(tmp_path, DOCS)
-        m = json.loads((tmp_path / "index" / "sentences" / "sentences.json").read_text())
-        m["fingerprint"]["corpus_revision"] = "0" * 64
-        (tmp_path / "index" / "sentences" / "sentences.json").write_text(json.dumps(m))
+        stamp_sentence_fingerprint(tmp_path, corpus_revision="0" * 64)
         try:
             with pytest.raises(FingerprintError, match=r"sentence vectors .* made for something else \(corpus_revision: 000000000000 -> .*ragcost index .*p\.yaml"):
                 guard(pipe)
@@ -135,10 +141,7 @@ class TestIndexTimeSentenceVectors:
 
     def test_sentence_vectors_of_another_embedder_are_refused(self, tmp_path):
         pipe, _ = pipeline(tmp_path, DOCS)
-        f = tmp_path / "index" / "sentences" / "sentences.json"
-        m = json.loads(f.read_text())
-        m["fingerprint"]["model_fingerprint"] = "f" * 64
-        f.write_text(json.dumps(m))
+        stamp_sentence_fingerprint(tmp_path, model_fingerprint="f" * 64)
         try:
             with pytest.raises(FingerprintError, match=r"model_fingerprint: ffffffffffff -> .*never mixed in"):
                 guard(pipe)

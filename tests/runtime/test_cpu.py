@@ -86,6 +86,17 @@ def foreign_burner():
     return done
 
 
+def charged_beside_a_burner(meter, seconds: float = 0.3) -> tuple[float, float]:
+    """(CPU the meter charged a call, CPU the call's thread used) while a foreign thread burns beside it."""
+    done = foreign_burner()
+    try:
+        with meter.call() as c:
+            used = burn(seconds)
+    finally:
+        done()
+    return c.seconds, used
+
+
 class TestTheReadingsCannotTakeTheCallsOwnCpuAway:
     """CI (a 2-core box, the whole suite in one process) charged this call 0.0: with hundreds of
     threads alive the /proc scan after the call took long, the foreign thread burned all the while,
@@ -98,26 +109,16 @@ class TestTheReadingsCannotTakeTheCallsOwnCpuAway:
             return out
 
         meter = CpuMeter(readers=[("slow", slow_scan)])
-        done = foreign_burner()
-        try:
-            with meter.call() as c:
-                used = burn(0.3)
-        finally:
-            done()
+        charged, used = charged_beside_a_burner(meter)
         assert meter.clock == "slow"
-        assert c.seconds == pytest.approx(used, rel=0.15, abs=0.02)
+        assert charged == pytest.approx(used, rel=0.15, abs=0.02)
 
     def test_a_clock_that_reads_zeros_is_refused_for_the_next(self):
         # schedstat with the kernel's scheduler statistics off prints "0 0 0" for every thread
         meter = CpuMeter(readers=[("zeros", lambda: dict.fromkeys(schedstat_ns(), 0)), ("stat", stat_ns)])
         assert meter.per_thread and meter.clock == "stat"
-        done = foreign_burner()
-        try:
-            with meter.call() as c:
-                used = burn(0.3)
-        finally:
-            done()
-        assert c.seconds == pytest.approx(used, rel=0.15, abs=0.03)  # stat: 10 ms ticks
+        charged, used = charged_beside_a_burner(meter)
+        assert charged == pytest.approx(used, rel=0.15, abs=0.03)  # stat: 10 ms ticks
 
     def test_a_clock_that_reads_the_whole_process_is_refused(self):
         done = foreign_burner()  # other threads' CPU, so the process's differs from this thread's
