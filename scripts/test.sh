@@ -24,4 +24,5 @@ bash scripts/ci_vllm.sh .vllm-venv
 if [ "${CI:-}" = true ]; then export RAGCOST_REQUIRE_POSTGRES=1 RAGCOST_REQUIRE_PGVECTOR=1 RAGCOST_REQUIRE_REDIS=1 RAGCOST_REQUIRE_VLLM=1 RAGCOST_REQUIRE_CHROMIUM=1; fi
 # The layer contract (pyproject.toml [tool.importlinter]): no upward import, no import cycle.
 .venv/bin/lint-imports
-.venv/bin/python -m pytest "$@"  # not exec: the EXIT trap stops the servers afterwards
+# Two workers (tests/conftest.py groups files that share a session resource); RAGCOST_TEST_WORKERS=0 runs one process.
+.venv/bin/python -m pytest -n "${RAGCOST_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"  # not exec: the EXIT trap stops the servers afterwards

@@ -40,6 +40,18 @@ def eval_corpus(shared_data):
         pipe.close()
 
 
+def fastest_runtime() -> dict:
+    """The fastest embed runtime that reproduces torch float32's SciFact nDCG@10 on this CPU: torch in bfloat16
+    where the CPU has it natively, else ONNX Runtime with dynamic int8 weights (tests/integration/test_scifact_flat.py
+    checks it). SciFact is embedded with it once per machine into the eval cache."""
+    from ragcost.embed.sentence_transformers import native_bf16
+
+    if native_bf16():
+        return {"type": "sentence-transformers", "dtype": "bfloat16"}
+    pytest.importorskip("onnxruntime")
+    return {"type": "onnx", "onnx": {"quantize": "int8"}}
+
+
 QUICKSTART = REPO / "pipelines" / "quickstart.yaml"
 
 
@@ -205,3 +217,64 @@ def retrieved_states(pipe, texts: list[str], k: int = 3):
     for s in states:
         s.hits  # noqa: B018 - build the Hit objects while the store is open
     return states
+
+
+# --- Two test workers (scripts/test.sh: pytest -n 2 --dist loadfile --no-loadscope-reorder) ------------------
+# A file runs whole on one worker, so its module fixtures are built once. Files that share a costly session
+# resource run on one worker, one after another: the eval cache's DuckDB files under .ragcost/eval (one writer
+# at a time; SciFact's held-out test reads what the integration test embedded), the session's Ray cluster and
+# the session's quickstart index. Those groups go first, heaviest first, so the other worker is not left idle
+# at the end. (xdist's own loadgroup marks do not work with pytest 9.2, which no longer reads Node._nodeid: the
+# scheduler below groups by file name instead.) Without -n nothing changes.
+SHARED_RESOURCE_GROUPS = {  # heaviest first; within a group, in this order
+    "eval-cache": ("tests/evaluate/test_cranfield.py", "tests/integration/test_scifact_flat.py",
+                   "tests/evaluate/test_expected_heldout.py"),
+    "ray-cluster": ("tests/runtime/test_ray_executor.py", "tests/runtime/test_shard_actors.py"),
+    "quickstart-index": ("tests/runtime/test_useful_demo.py", "tests/runtime/test_quickstart.py",
+                         "tests/cache/test_quickstart_cached.py"),
+}
+GROUP_OF = {f: g for g, files in SHARED_RESOURCE_GROUPS.items() for f in files}
+FIXTURE_GROUPS = {"ray_cluster": "ray-cluster", "quickstart_built": "quickstart-index",
+                  "quickstart_index": "quickstart-index"}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedResourceScheduling(LoadScopeScheduling):
+        """loadfile, with the files of one SHARED_RESOURCE_GROUPS entry as one unit of work."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            f = nodeid.split("::", 1)[0]
+            return GROUP_OF.get(f, f)
+
+    return SharedResourceScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config, items):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # the workers collect; the controller schedules what they send
+        return
+    missing = [f for f in GROUP_OF if not (REPO / f).is_file()]
+    if missing:
+        raise pytest.UsageError(f"tests/conftest.py SHARED_RESOURCE_GROUPS names {missing}, which do not exist")
+
+    def path(item) -> str:
+        return Path(str(item.fspath)).resolve().relative_to(REPO).as_posix()
+
+    stray = sorted({f"{path(i)} uses {n}" for i in items for n in getattr(i, "fixturenames", ())
+                    if n in FIXTURE_GROUPS and GROUP_OF.get(path(i)) != FIXTURE_GROUPS[n]})
+    if stray:  # it would start a second copy of the session resource on the other worker
+        raise pytest.UsageError(f"add to tests/conftest.py SHARED_RESOURCE_GROUPS: {stray}")
+    groups = list(SHARED_RESOURCE_GROUPS)
+    within = {f: n for files in SHARED_RESOURCE_GROUPS.values() for n, f in enumerate(files)}
+    order = {id(item): n for n, item in enumerate(items)}
+
+    def key(item):
+        p = path(item)
+        g = GROUP_OF.get(p)
+        return (groups.index(g) if g else len(groups), within.get(p, 0), order[id(item)])
+
+    items.sort(key=key)

@@ -21,28 +21,44 @@ from ragcost.evaluate.expected import quality
 from ragcost.evaluate.run import run_eval
 from ragcost.evaluate.spec import load_spec
 from tests.cli.conftest import run_cli
+from tests.conftest import fastest_runtime
 from tests.evaluate.conftest import REPO
 
 CACHE = REPO / ".ragcost" / "eval"
 
 
 def _setup(tmp_path, name: str, shared_data):
-    """A copy of pipelines/NAME.yaml with judge: calibrated, whose store is a copy of the eval cache's store."""
+    """A copy of pipelines/NAME.yaml with judge: calibrated, whose store is a copy of the eval cache's store.
+
+    SciFact is embedded with the runtime tests/integration/test_scifact_flat.py fills the cache with (the
+    fastest that reproduces torch's nDCG; torch float32 would take minutes more), Cranfield with the pipeline's
+    own. With two test workers both files run on one worker, the SciFact one first (tests/conftest.py)."""
     import yaml
+
+    from ragcost.evaluate.vectors import cache_key
+    from ragcost.runtime.pipeline import Pipeline
 
     dataset = shared_data / name
     cfg = yaml.safe_load((REPO / "pipelines" / f"{name}.yaml").read_text())
-    cached = sorted(CACHE.glob(f"{name}-*-c254o32-align127-tevery_chunk.duckdb"))
-    if not cached:
-        pytest.skip(f"no pre-filled eval cache for {name} in {CACHE}; run `ragcost eval eval/{name}-flat.yaml` once")
-    store = tmp_path / "store.duckdb"
-    shutil.copyfile(cached[0], store)
-    if cached[0].with_suffix(".duckdb.wal").exists():
-        shutil.copyfile(cached[0].with_suffix(".duckdb.wal"), tmp_path / "store.duckdb.wal")
-    cfg.update(store=f"duckdb:///{store}", index_dir=str(tmp_path / "index"), source={"path": str(dataset), "reader": "beir"},
-               index=str(REPO / "indexes" / "flat.yaml"), pricing=str(REPO / "pricing" / "default.yaml"),
-               useful={"judge": "calibrated"})
+    cfg.update(store=f"duckdb:///{tmp_path / 'store.duckdb'}", index_dir=str(tmp_path / "index"),
+               source={"path": str(dataset), "reader": "beir"},
+               index=str(REPO / "indexes" / "flat.yaml"), pricing=str(REPO / "pricing" / "default.yaml"))
+    if name == "scifact":
+        cfg["embed"] = {**cfg["embed"], **fastest_runtime()}
     pipe = tmp_path / f"{name}.yaml"
+    pipe.write_text(json.dumps(cfg))
+    probe = Pipeline.load(pipe, judge=False)
+    try:
+        cached = CACHE / f"{cache_key(probe, dataset)}.duckdb"
+    finally:
+        probe.close()
+    if not cached.is_file():
+        pytest.skip(f"no pre-filled eval cache {cached.name} in {CACHE}; run tests/integration/test_scifact_flat.py "
+                    f"or `ragcost eval eval/{name}-flat.yaml` once")
+    shutil.copyfile(cached, tmp_path / "store.duckdb")
+    if cached.with_suffix(".duckdb.wal").exists():
+        shutil.copyfile(cached.with_suffix(".duckdb.wal"), tmp_path / "store.duckdb.wal")
+    cfg["useful"] = {"judge": "calibrated"}
     pipe.write_text(json.dumps(cfg))
     spec = tmp_path / "spec.yaml"
     spec.write_text(f"pipeline: {pipe}\ndataset: {dataset}\nk: [10]\ngrid:\n  - index: {REPO}/indexes/flat.yaml\n")

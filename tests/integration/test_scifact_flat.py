@@ -17,23 +17,13 @@ import pytest
 from ragcost.runtime.indexing import run_index
 from ragcost.runtime.pipeline import Pipeline
 from ragcost.runtime.query import run_queries
-from tests.conftest import EVAL_CACHE
+from tests.conftest import EVAL_CACHE, fastest_runtime
 
 REPO = Path(__file__).resolve().parents[2]
-BF16 = {"type": "sentence-transformers", "dtype": "bfloat16"}
-INT8 = {"type": "onnx", "onnx": {"quantize": "int8"}}
 # torch float32's flat nDCG@10 at the default chunking (254/32, tail: align, title: every_chunk), measured with
 # `ragcost eval eval/scifact-runtimes.yaml` (docs/tasks/embedding-runtimes.md); the runtime must stay within 0.01 of it.
 TORCH_NDCG = 0.6600
 
-
-def fastest_runtime() -> dict:
-    from ragcost.embed.sentence_transformers import native_bf16
-
-    if native_bf16():
-        return BF16
-    pytest.importorskip("onnxruntime")
-    return INT8
 
 pytestmark = pytest.mark.slow
 
