@@ -45,8 +45,10 @@ def results_table(run: Any) -> Any:
     q, k0 = run.quality, run.k[0]
     cols = [q, *(m for m in run.metric_names if m != q), f"ann_recall@{k0}"]
     short = {"ndcg": "nDCG", "recall": "R", "mrr": "MRR", "precision": "P", "ann_recall": "annR"}
+    from ragcost.evaluate.run import USD_BASIS
+
     t = Table(title=f"{_m(run.name)}: {_m(run.dataset)}, {run.queries} queries, {run.documents:,} docs / {run.chunks:,} chunks",
-              header_style="bold", pad_edge=False)
+              caption=_m(f"$ is {USD_BASIS}"), header_style="bold", pad_edge=False)
     t.add_column("config", no_wrap=True)
     for c in cols:
         base, _, cut = c.partition("@")
@@ -75,7 +77,7 @@ def stage_table(r: Any) -> Any:
 
     from ragcost.cost.fmt import money_column
 
-    t = Table(title=f"{_m(r.name)}: $ per stage, {r.queries} queries", header_style="bold", pad_edge=False)
+    t = Table(title=f"{_m(r.name)}: marginal $ per stage, {r.queries} queries", header_style="bold", pad_edge=False)
     for h in ("stage", "$", "useful", "$/useful"):
         t.add_column(h, justify="left" if h == "stage" else "right")
     usd = money_column([s["usd"] for s in r.stages] + [r.total_usd])

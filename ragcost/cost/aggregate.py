@@ -71,7 +71,8 @@ class StageAgg:
         self.entries += 1
         if self.resource is None:
             self.resource = e.get("resource")
-        self.calls += part(e.get("calls") or 0)
+        if not (e.get("split") and e.get("call_id") in self._call_ids):  # one call split by work: counted once
+            self.calls += part(e.get("calls") or 0)
         self.items += part(e.get("items") or 0)
         self.retries += part(e.get("retries") or 0)
         self.failures += part(e.get("failures") or 0)
@@ -126,7 +127,10 @@ def by_stage_of_calls(calls: Iterable[tuple], sample_keys: Sequence[str] = ()) -
     out: dict[str, StageAgg] = {}
     for record, usd, *served in calls:
         agg = out.setdefault(record.stage, StageAgg(record.stage))
-        agg.add(record_entry(record, usd, query_ids=served[0] if served else ()))
+        # A batch call split by what each query used (the runner's per-query records of one call_id): one call
+        split = "work" in record.notes and (record.shared_by or 0) > 1 and record.call_id is not None
+        entry = record_entry(record, usd, call_id=record.call_id if split else None, query_ids=served[0] if served else ())
+        agg.add({**entry, "split": split})
         agg.add_notes(record.notes, sample_keys if record.failures == 0 else ())
     return out
 

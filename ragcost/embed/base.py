@@ -33,6 +33,10 @@ class Embedder(ABC):
     """Turns texts into L2-normalised float32 vectors at the model's native dimension."""
 
     name: ClassVar[str]
+    # A batch embed's CPU split over its queries (issue 24): query i's share is (tokens_i + c) / sum(tokens + c),
+    # c the per-call fixed cost in token-equivalents, measured for the backend (``python -m bench.embed_split``:
+    # a query's share of the batch against its CPU embedded alone). None: not measured, every query pays the average.
+    split_fixed_tokens: ClassVar[Optional[float]] = None
 
     def __init__(self, config: EmbedConfig, base: Optional[Path] = None) -> None:
         """Cheap: nothing loads here. ``base`` is the folder a relative model path is read from."""

@@ -116,10 +116,18 @@ class EvalRun:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d["usd_basis"] = USD_BASIS
         d.pop("query_ids", None)
         for r in d["results"]:
             r.pop("per_query", None)
         return d
+
+
+# Eval's dollars are marginal by design (issue 24): its wall time builds indexes and repeats timing rounds for
+# every configuration, so charging it as provisioned time would rank configurations by how long the experiment
+# ran, not by what serving them costs. `ragcost query --queries` and `ragcost serve` record provisioned time.
+USD_BASIS = ("marginal: busy CPU/GPU seconds and storage spread over the book's declared traffic; idle capacity is "
+             "not included (ragcost report gives the fully loaded figure of query and serve runs)")
 
 
 def _noop(task: str, done: int, total: Optional[int]) -> None:

@@ -142,7 +142,8 @@ class Runner:
 
     def _split_by_work(self, rec: UsageRecord, shared: list[QueryState]) -> list[StageCall]:
         """A time-priced batch call whose stage said what each query made it do (``notes["work"]``,
-        query id -> units, e.g. the answer characters a guard read) is split by that, not evenly:
+        query id -> units, e.g. the answer characters a guard read, an embed's tokens + its fixed part) is split
+        by that, not evenly (``notes["tokens"]``, query id -> tokens, puts each query's own on its row):
         one record per query with ``busy_share`` = its units / all units, the call's CPU once."""
         import dataclasses
 
@@ -155,11 +156,15 @@ class Runner:
         total = sum(units)
         if total <= 0:
             return []
+        tokens = rec.notes.get("tokens") if isinstance(rec.notes.get("tokens"), dict) else None
+        notes = {k: v for k, v in rec.notes.items() if k not in ("work", "tokens")}  # not every query's map on every row
         cid = new_call_id()
         out = []
         for s, u in zip(shared, units):
             own = dataclasses.replace(rec, items=1, shared_by=len(shared), busy_share=u / total, call_id=cid,
-                                      notes={**rec.notes, "work": u})
+                                      notes={**notes, "work": u})
+            if tokens is not None:  # the query's own tokens (the stage counted them), not the batch's
+                own.input_tokens = int(tokens.get(s.id) or 0)
             out.append(StageCall(own, cost_of(own, self.book), cid, query=s))
         return out
 

@@ -1,4 +1,9 @@
-"""Embed the queries of a batch in one call (implicit first stage of every pipeline)."""
+"""Embed the queries of a batch in one call (implicit first stage of every pipeline).
+
+A batch's CPU is split over its queries by what each gave the model: its tokens plus the call's
+fixed cost (:attr:`ragcost.embed.base.Embedder.split_fixed_tokens`, measured per backend). Tokens
+alone would charge a short query too little: most of a short query's CPU alone is the call's fixed
+part (``python -m bench.embed_split``)."""
 
 from __future__ import annotations
 
@@ -23,7 +28,14 @@ class EmbedQueries(Stage):
             if n > limit:
                 # The model reads only its window; say so rather than pretend the whole query counted.
                 s.notes["truncated"] = f"query is {n} tokens; the model reads the first {limit}"
-        usage.input_tokens = sum(min(n, limit) for n in counts)
+        read = [min(n, limit) for n in counts]
+        usage.input_tokens = sum(read)
+        c = emb.split_fixed_tokens
+        if c is not None and len(batch) > 1:
+            # Each query's part of the batch's CPU: its tokens plus the call's fixed cost, in token-equivalents
+            # (the runner splits the call by it); its own tokens go on its own row.
+            usage.notes["work"] = {s.id: n + c for s, n in zip(batch, read)}
+            usage.notes["tokens"] = {s.id: n for s, n in zip(batch, read)}
         usage.cached_input_tokens = 0  # a local model has no prompt cache: known zero, not unknown
         full = emb.embed(texts)
         vecs = truncate(full, self.ctx.dim)

@@ -280,9 +280,31 @@ class TestEveryDollarReconciles:
             for call_id in {r["call_id"] for r in rows}:
                 mine = [r for r in rows if r["call_id"] == call_id]
                 assert all(r["cpu_seconds"] is not None and r["cpu_seconds"] >= 0 for r in mine)
-                assert all(r["items"] == r["shared_by"] == len(mine) for r in mine), stage
+                if stage == "embed":  # split by each query's tokens (issue 24): one row each, the shares add to 1
+                    assert all(r["items"] == 1 and r["shared_by"] == len(mine) for r in mine)
+                    assert math.isclose(sum(r["busy_share"] for r in mine), 1.0, rel_tol=0, abs_tol=1e-12)
+                else:
+                    assert all(r["items"] == r["shared_by"] == len(mine) for r in mine), stage
         embed = [r for r in run.srows if r["stage"] == "embed"]
         assert len(embed) == 5 and embed[0]["cpu_seconds"] > 0
+
+    def test_a_batch_embed_is_split_by_each_querys_tokens(self, run):
+        """Each query's embed row carries the tokens the model's own tokenizer counts for its text, and its
+        share of the call grows with them; the rows together charge the call's CPU once."""
+        from ragcost.embed import make_embedder
+        from ragcost.config.pipeline import EmbedConfig
+
+        emb = make_embedder(EmbedConfig(model="all-MiniLM-L6-v2"))
+        texts = {q["query_id"]: q["text"] for q in run.qrows}
+        rows = [r for r in run.srows if r["stage"] == "embed"]
+        for r in rows:
+            assert r["input_tokens"] == emb.count_tokens([texts[r["query_id"]]])[0]
+        by_tokens = sorted(rows, key=lambda r: r["input_tokens"])
+        assert [r["busy_share"] for r in by_tokens] == sorted(r["busy_share"] for r in rows)
+        assert by_tokens[0]["input_tokens"] < by_tokens[-1]["input_tokens"]  # the test means something
+        res = BOOK["resources"][rows[0]["resource"]]
+        whole = rows[0]["cpu_seconds"] * res["usd_per_hour"] / 3600 / res["vcpus"]
+        assert math.isclose(sum(r["cost_usd"] for r in rows), whole, rel_tol=0, abs_tol=1e-9 * max(whole, 1e-12))
 
     def test_the_storage_row_charges_the_bytes_measured_here(self, run):
         rows = [r for r in run.srows if r["stage"] == "storage"]

@@ -97,6 +97,7 @@ class TestCli:
         out = capsys.readouterr().out
         assert "flat d64 f32" in out and "recommended:" in out and "recorded eval run" in out
         assert "$ per stage" in out and "$/useful" in out and "useful threshold for" in out
+        assert "marginal $ per stage" in out and "$ is marginal" in out  # eval's $ leaves idle capacity out, and says so
         rows = list(csv.DictReader((tmp_path / "r.csv").open()))
         assert {"config", "ndcg@10", "ann_recall@10", "usd_per_useful", "pareto"} <= set(rows[0])
         import pyarrow.parquet as pq

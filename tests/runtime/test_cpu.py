@@ -35,13 +35,16 @@ def burn(seconds: float) -> float:
 class Burn:
     name, resource, type = "burn", "cpu", "burn"
 
-    def __init__(self, seconds: float, work=None, own=None) -> None:
-        self.seconds, self.work, self.own, self.used = seconds, work, own, 0.0
+    def __init__(self, seconds: float, work=None, own=None, tokens=None) -> None:
+        self.seconds, self.work, self.own, self.tokens, self.used = seconds, work, own, tokens, 0.0
 
     def run(self, batch, usage) -> None:
         self.used = burn(self.seconds)
         if self.work:
             usage.notes["work"] = self.work
+        if self.tokens:
+            usage.notes["tokens"] = self.tokens
+            usage.input_tokens = sum(self.tokens.values())
         if self.own:
             for s in batch:
                 s.usage.append(UsageRecord(stage="gen", resource="cpu", wall_seconds=0.2, items=1, calls=1,
@@ -208,6 +211,14 @@ class TestPerQueryWork:
         assert a.record.cpu_seconds == b.record.cpu_seconds  # the call's CPU, once
         assert a.cost_usd + b.cost_usd == pytest.approx(a.record.cpu_seconds * 0.0857 / 3600 / 2, rel=1e-12)
         assert b.cost_usd == pytest.approx(3 * a.cost_usd, rel=1e-12)
+
+    def test_a_split_embed_puts_each_querys_own_tokens_on_its_row(self, book):
+        states = [QueryState(text="a", id="a"), QueryState(text="b", id="b")]
+        res = Runner([Burn(0.05, work={"a": 60, "b": 100}, tokens={"a": 5, "b": 45})], book).run(states)
+        a, b = res.calls
+        assert (a.record.input_tokens, b.record.input_tokens) == (5, 45)  # not the batch's 50 on each
+        assert (a.record.busy_share, b.record.busy_share) == (60 / 160, 100 / 160)
+        assert "tokens" not in a.record.notes and a.record.notes["work"] == 60  # no batch-wide map on every row
 
     def test_records_a_stage_timed_itself_on_a_cpu_get_the_calls_cpu(self, book):
         states = [QueryState(text="a", id="a"), QueryState(text="b", id="b")]
