@@ -70,8 +70,9 @@ def extract(question: str, prompt: Prompt, sentences: int, abstain_overlap: floa
     return " ".join(f"{s} [{n}]" for _, _, n, s in best), used
 
 
-def _stem(w: str) -> str:
-    """A light suffix strip, so "calls" meets "call" and "literals" "literal" (evidence only, not the sentence choice)."""
+def light_stem(w: str) -> str:
+    """A light suffix strip, so "calls" meets "call" and "literals" "literal" (the evidence here, not the
+    sentence choice; the hybrid re-rank's BM25 with ``stem: true``)."""
     for suf in ("ing", "ed", "es", "s"):
         if len(w) > 4 and w.endswith(suf):
             return w[: -len(suf)]
@@ -84,10 +85,10 @@ def evidence(question: str, prompt: Prompt) -> float:
     What :func:`extract` abstains on: an off-topic question finds few of its words together in any one
     passage. 0 when the question has no content words or nothing was retrieved.
     """
-    q = {_stem(w) for w in _words(question)}
+    q = {light_stem(w) for w in _words(question)}
     if not q or not prompt.sources:
         return 0.0
-    return max(len(q & {_stem(w) for w in _words(h.passage)}) for h in prompt.sources) / len(q)
+    return max(len(q & {light_stem(w) for w in _words(h.passage)}) for h in prompt.sources) / len(q)
 
 
 @generator_registry.register("extractive")

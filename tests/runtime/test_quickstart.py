@@ -12,13 +12,13 @@ from ragcost.runtime.load import load_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "pipelines" / "quickstart.yaml"
-CHAIN = ["guard:query", "retrieve", "rerank:rescore", "generate", "generate/overhead", "guard:answer"]
+CHAIN = ["guard:query", "retrieve", "rerank:hybrid", "generate", "generate/overhead", "guard:answer"]
 
 
 def test_the_quickstart_chains_guard_retrieve_rerank_generate_and_an_answer_guard():
     lp = load_pipeline(QUICKSTART)
     names = [(cls.type, getattr(p, "on", None), getattr(p, "backend", None)) for cls, p in lp.stage_specs]
-    assert names == [("guard", "query", None), ("retrieve", None, None), ("rerank", None, "rescore"),
+    assert names == [("guard", "query", None), ("retrieve", None, None), ("rerank", None, "hybrid"),
                      ("generate", None, "extractive"), ("guard", "answer", None)]
     checks = [p.checks for cls, p in lp.stage_specs if cls.type == "guard"]
     assert checks[0] == ["pii", "prompt_injection"] and checks[1][0]["check"] == "grounded"

@@ -13,7 +13,7 @@ from ragcost.errors import ConfigError
 from ragcost.runtime.pipeline import Pipeline
 from ragcost.records import Hit, QueryState
 from ragcost.stages.rerank import Rerank
-from ragcost.stages.rerank.hybrid import build_bm25, rrf
+from ragcost.stages.rerank.hybrid import Tokenizer, build_bm25, rrf
 from tests.cli.conftest import write_corpus, write_pipeline
 
 IVFPQ = {"backend": "faiss", "kind": "ivf_pq", "build": {"nlist": 2, "m": 8, "nbits": 4}, "search": {"nprobe": 1}}
@@ -201,6 +201,36 @@ class TestHybrid:
         if "kb-5" not in dense:
             assert ids[0] in dense or ids[0] == "kb-5"
         assert states[0].hits[0].score == pytest.approx(max(h.score for h in states[0].hits))
+
+    def test_the_code_tokenizer_keeps_identifiers_operators_and_keywords(self):
+        q = "Does the with statement call __exit__, str.lstrip or x ** 2 // 3 @ m?"
+        words = Tokenizer()([q])[0]  # bm25s's pattern and English stop words: "with" is a stop word, "**" no token
+        assert "with" not in words and "__exit__" in words and "**" not in words and "str.lstrip" not in words
+        code = Tokenizer("code", "code")([q])[0]
+        assert {"with", "__exit__", "str.lstrip", "str", "lstrip", "**", "//", "@", "x"} <= set(code)
+        assert not {"does", "the"} & set(code)  # question words and English stop words go
+        assert Tokenizer("code", "questions")([q])[0].count("with") == 0  # keywords are kept only by stopwords: code
+        assert Tokenizer("words", "en", stem=True)(["calls literals __class__"])[0] == ["call", "literal", "__class__"]
+
+    def test_an_operator_and_a_dotted_name_find_their_chunk(self, tmp_path):
+        from ragcost.runtime.indexing import run_index
+
+        texts = ["Floor division: the // operator rounds toward minus infinity.", "Use str.removeprefix to drop a prefix.",
+                 "The division operator returns a float.", "A prefix of a string, and str objects in general."]
+        with (tmp_path / "kb.jsonl").open("w") as f:
+            for i, t in enumerate(texts):
+                f.write(json.dumps({"id": f"d{i}", "title": f"d{i}", "text": t}) + "\n")
+        pipe = Pipeline.load(write_pipeline(tmp_path, metadata={}))
+        run_index(pipe)
+        try:
+            words, code = build_bm25(pipe), build_bm25(pipe, Tokenizer("code", "code"))
+            assert words.path != code.path and words.path.exists()  # one folder per tokenizer
+            assert len(words.search(["//"], 4)[0][0]) == 0  # no token: BM25 says nothing
+            first = [[r["doc_id"] for r in pipe.store().chunks(lb)][0] for lb, _ in code.search(["what does // do", "str.removeprefix?"], 4)]
+            assert first == ["d0", "d1"]
+            assert [len(lb) for lb, _ in code.search(["what does the", "zzz"], 4)] == [0, 0]  # no corpus word: no hits, no error
+        finally:
+            pipe.close()
 
     def test_filters_hold_on_the_bm25_side(self, flat):
         states = retrieved(flat, ["billing invoices refund"], k=5, filter={"tenant": "initech"})

@@ -9,7 +9,9 @@ one and removes the old. Metadata filters hold for the BM25 side too (a weight m
 from __future__ import annotations
 
 import json
+import keyword
 import os
+import re
 import shutil
 import uuid
 from dataclasses import dataclass
@@ -21,6 +23,7 @@ from pydantic import Field
 
 from ragcost.atomic import temp_target, write_files
 from ragcost.errors import DependencyError, IngestError
+from ragcost.generate.extractive import light_stem
 from ragcost.records import Hit
 from ragcost.stages.rerank.base import Reranker, RerankerParams, hit_from_row, reranker_registry
 
@@ -32,7 +35,13 @@ class HybridParams(RerankerParams):
     sparse_k: int = Field(100, ge=1, description="BM25 candidates per query that enter the fusion")
     rrf_k: int = Field(60, ge=1, description="reciprocal rank fusion constant")
     per_document: bool = Field(True, description="fuse documents (best chunk each), as retrieve does")
-    stopwords: Literal["en", "none"] = Field("en", description="stop words dropped by the BM25 tokenizer")
+    stopwords: Literal["en", "questions", "code", "none"] = Field(
+        "en", description="stop words the BM25 tokenizer drops: en (bm25s's English list), questions (en and the words "
+                          "a question is made of: what, how, does ...), code (questions, but Python's keywords kept), none")
+    tokenizer: Literal["words", "code"] = Field(
+        "words", description="words: runs of two or more letters/digits/underscores (bm25s's pattern); code: identifiers "
+                             "(`__exit__`, `str.lstrip` whole and as `str`, `lstrip`), numbers and operators (`**`, `//`, `@`)")
+    stem: bool = Field(False, description="a light suffix strip on both sides (calls -> call), as the extractive evidence")
 
 
 def _bm25s():
@@ -43,8 +52,55 @@ def _bm25s():
     return bm25s
 
 
-def _tokenize(texts: list[str], stopwords: str):
-    return _bm25s().tokenize(texts, stopwords=None if stopwords == "none" else stopwords, show_progress=False)
+# What a question is made of beside its subject; BM25 over a reference manual otherwise ranks the
+# passages that say "how" and "does" most.
+QUESTION_WORDS = frozenset("what which how does do did when why where who whom whose can could should would i my me "
+                           "we you your".split())
+_WORDS = re.compile(r"(?u)\b\w\w+\b")  # bm25s's default token pattern
+# An identifier with its dotted attributes, a number, or an operator (longest first).
+_CODE = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*|\d[\w.]*|\*\*=?|//=?|<<=?|>>=?|->|:=|[-+*/%@&|^~<>=!]=?")
+
+
+@dataclass(frozen=True)
+class Tokenizer:
+    """The BM25 tokenizer: the corpus and the queries go through the same one (its settings are in the fingerprint)."""
+
+    tokenizer: str = "words"
+    stopwords: str = "en"
+    stem: bool = False
+
+    @property
+    def stop(self) -> frozenset[str]:
+        if self.stopwords == "none":
+            return frozenset()
+        en = frozenset(_bm25s().stopwords.STOPWORDS_EN)
+        if self.stopwords == "en":
+            return en
+        words = en | QUESTION_WORDS
+        return words - frozenset(keyword.kwlist) if self.stopwords == "code" else words
+
+    def __call__(self, texts: list[str]) -> list[list[str]]:
+        stop = self.stop
+        out = []
+        for t in texts:
+            t = t.lower()
+            if self.tokenizer == "code":
+                toks: list[str] = []
+                for m in _CODE.findall(t):
+                    toks.append(m)
+                    if "." in m and not m[0].isdigit():
+                        toks.extend(m.split("."))
+            else:
+                toks = _WORDS.findall(t)
+            toks = [w for w in toks if w not in stop]
+            out.append([light_stem(w) for w in toks] if self.stem else toks)
+        return out
+
+    def fingerprint(self) -> dict:
+        return {"tokenizer": self.tokenizer, "stopwords": self.stopwords, "stem": self.stem, "lower": True}
+
+    def tag(self) -> str:
+        return f"{self.tokenizer}-{self.stopwords}" + ("-stem" if self.stem else "")
 
 
 @dataclass
@@ -54,7 +110,7 @@ class BM25Index:
     retriever: object
     labels: np.ndarray
     path: Path
-    stopwords: str = "en"
+    tokenize: Tokenizer = Tokenizer()
 
     def search(self, queries: list[str], k: int, allowed: Optional[np.ndarray] = None) -> list[tuple[np.ndarray, np.ndarray]]:
         """(labels, scores) per query, best first; chunks with no matching term are left out."""
@@ -63,42 +119,46 @@ class BM25Index:
         if not queries or k == 0:
             return [(np.empty(0, np.int64), np.empty(0, np.float32)) for _ in queries]
         mask = None if allowed is None else np.isin(self.labels, allowed).astype(np.float32)
-        docs, scores = self.retriever.retrieve(_tokenize(queries, self.stopwords), k=k, show_progress=False, weight_mask=mask, n_threads=1)
-        out = []
-        for d, s in zip(docs, scores):
-            keep = s > 0
-            out.append((self.labels[d[keep]], s[keep]))
-        return out
+        vocab = self.retriever.vocab_dict
+        tokens = [[w for w in q if w in vocab] for q in self.tokenize(queries)]
+        out: list = [None] * len(queries)
+        asked = [i for i, q in enumerate(tokens) if q]  # a query with no word of the corpus matches nothing
+        if asked:
+            docs, scores = self.retriever.retrieve([tokens[i] for i in asked], k=k, show_progress=False, weight_mask=mask, n_threads=0)  # 0: in this thread (1 starts a pool per call)
+            for i, d, s in zip(asked, docs, scores):
+                keep = s > 0
+                out[i] = (self.labels[d[keep]], s[keep])
+        return [o if o is not None else (np.empty(0, np.int64), np.empty(0, np.float32)) for o in out]
 
 
-def bm25_fingerprint(revision: str, stopwords: str) -> dict:
-    return {"format": FORMAT, "corpus_revision": revision, "tokenizer": {"stopwords": stopwords, "lower": True, "stemmer": None}}
+def bm25_fingerprint(revision: str, tokenize: Tokenizer) -> dict:
+    return {"format": FORMAT, "corpus_revision": revision, "tokenizer": tokenize.fingerprint()}
 
 
 def _chunk_texts(store) -> tuple[np.ndarray, list[str]]:
     return store.chunk_column("text")
 
 
-def build_bm25(ctx, stopwords: str = "en") -> BM25Index:
-    """The BM25 index of the pipeline's stored chunks: loaded when one for this revision exists, else built."""
+def build_bm25(ctx, tokenize: Tokenizer = Tokenizer()) -> BM25Index:
+    """The BM25 index of the pipeline's stored chunks: loaded when one for this revision and tokenizer exists, else built."""
     bm25s = _bm25s()
     store = ctx.store()
-    fp = bm25_fingerprint(store.revision(), stopwords)
+    fp = bm25_fingerprint(store.revision(), tokenize)
     root = Path(ctx.index_dir)
-    final = root / f"bm25-{fp['corpus_revision'][:16]}-{stopwords}"
+    final = root / f"bm25-{fp['corpus_revision'][:16]}-{tokenize.tag()}"
     meta = final / META
     if meta.is_file() and json.loads(meta.read_text()) == fp:
-        return BM25Index(bm25s.BM25.load(str(final), show_progress=False), np.load(final / "labels.npy"), final, stopwords)
+        return BM25Index(bm25s.BM25.load(str(final), load_vocab=True, show_progress=False), np.load(final / "labels.npy"), final, tokenize)
     labels, texts = _chunk_texts(store)
     if not len(labels):
         raise IngestError(f"{ctx.path}: the store has no chunks for BM25; run `ragcost index {ctx.path}` first")
     retriever = bm25s.BM25()
-    retriever.index(_tokenize(texts, stopwords), show_progress=False)
+    retriever.index(tokenize(texts), show_progress=False)
     _commit_bm25(root, final, retriever, labels, fp)
-    for old in root.glob(f"bm25-*-{stopwords}"):
+    for old in root.glob(f"bm25-*-{tokenize.tag()}"):  # an older revision's, for the same tokenizer
         if old != final:
             shutil.rmtree(old, ignore_errors=True)
-    return BM25Index(retriever, labels, final, stopwords)
+    return BM25Index(retriever, labels, final, tokenize)
 
 
 def _commit_bm25(root: Path, final: Path, retriever, labels: np.ndarray, fp: dict) -> None:
@@ -143,6 +203,7 @@ class Hybrid(Reranker):
     def __init__(self, params: HybridParams, ctx) -> None:
         super().__init__(params, ctx)
         self._index: Optional[BM25Index] = None
+        self._doc_of: dict[int, str] = {}
 
     @classmethod
     def scale_of(cls, params: HybridParams) -> tuple[str, float, float, str]:
@@ -160,7 +221,10 @@ class Hybrid(Reranker):
 
     def index(self) -> BM25Index:
         if self._index is None:
-            self._index = build_bm25(self.ctx, self.params.stopwords)
+            p = self.params
+            self._index = build_bm25(self.ctx, Tokenizer(p.tokenizer, p.stopwords, p.stem))
+            labels, docs = self.ctx.store().chunk_column("doc_id")
+            self._doc_of = dict(zip(labels.tolist(), docs))
         return self._index
 
     def rerank(self, batch, usage) -> None:
@@ -173,36 +237,41 @@ class Hybrid(Reranker):
             allowed = store.matching_labels(states[0].filter) if key else None
             for s, res in zip(states, index.search([s.text for s in states], self.params.sparse_k, allowed)):
                 sparse[id(s)] = res
-        want = sorted({int(x) for lb, _ in sparse.values() for x in lb})
-        rows = {r["label"]: r for r in store.chunks(want)} if want else {}
-        fused = 0
+        # Fuse on the document ids held in memory; only the winners that dense retrieval did not
+        # bring are read from the store (reading every BM25 candidate cost ~20 ms a query on DuckDB).
+        fused, scored = [], 0
         for s in batch:
-            fused += self._fuse(s, sparse[id(s)], rows)
-        usage.notes["rerank"] = {"scored": fused, "batches": len(groups)}
+            winners, n = self._fuse(s, sparse[id(s)])
+            fused.append(winners)
+            scored += n
+        want = sorted({w for winners in fused for _, w, _ in winners if isinstance(w, int)})
+        rows = {r["label"]: r for r in store.chunks(want)} if want else {}
+        for s, winners in zip(batch, fused):
+            s.hits = []
+            for _, h, score in winners:
+                if isinstance(h, int):  # a BM25 label: its row, unless the chunk went meanwhile
+                    if h not in rows:
+                        continue
+                    h = hit_from_row(rows[h], score)
+                h.score = score
+                s.hits.append(h)
+        usage.notes["rerank"] = {"scored": scored, "batches": len(groups)}
 
-    def _fuse(self, s, sparse: tuple[np.ndarray, np.ndarray], rows: dict) -> int:
-        key = (lambda h: h.doc_id) if self.params.per_document else (lambda h: h.label)
+    def _fuse(self, s, sparse: tuple[np.ndarray, np.ndarray]) -> tuple[list, int]:
+        """The fused top (key, dense Hit or BM25 chunk label, RRF score), best first, and the candidates scored."""
+        per_doc = self.params.per_document
         dense: list[Hit] = list(s.hits)
-        bm25: list[Hit] = []
-        seen: set = set()
-        for label, score in zip(*sparse):
-            r = rows.get(int(label))
-            if r is None:
-                continue
-            h = hit_from_row(r, float(score))
-            if key(h) in seen:
-                continue
-            seen.add(key(h))
-            bm25.append(h)
-        scores = rrf([[key(h) for h in dense], [key(h) for h in bm25]], self.params.rrf_k)
         by_key: dict = {}
-        for h in bm25 + dense:  # the dense hit (its chunk) wins when both lists have the document
-            by_key[key(h)] = h
+        for h in dense:
+            by_key.setdefault(h.doc_id if per_doc else h.label, h)
+        bm25: dict = {}  # key -> its best chunk's label
+        for label in sparse[0].tolist():
+            doc = self._doc_of.get(label)
+            if doc is None:  # a chunk the store no longer has
+                continue
+            bm25.setdefault(doc if per_doc else label, label)
+        scores = rrf([list(by_key), list(bm25)], self.params.rrf_k)
         n = self.params.top_n or s.k
         best = sorted(scores, key=lambda k: -scores[k])[:n]
-        s.hits = []
-        for k in best:
-            h = by_key[k]
-            h.score = float(scores[k])
-            s.hits.append(h)
-        return len(dense) + len(bm25)
+        # the dense hit (its chunk) wins when both lists have the document
+        return [(k, by_key[k] if k in by_key else bm25[k], float(scores[k])) for k in best], len(dense) + len(bm25)
