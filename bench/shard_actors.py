@@ -11,6 +11,14 @@ bench/out/shard_actors.json): recall@10 of the actors against the in-process top
 single query and per batch, queries per second, each actor's node, CPU-seconds (measured inside the
 actor) and the RSS its shard's load added, beside ``nbytes()`` and ``ragcost plan``'s corpus-mode bytes
 for a shard of that size. Pass: recall 1.0; the p50 fields say whether the actors were no slower.
+
+The variants run interleaved (each query, and each batch ``--batch-repeats`` times, through every
+variant in turn, the order rotating), so the machine's load falls on all alike: ``in_process``;
+``actors`` (the served index); ``actors_put`` (the query matrix put in the object store once per
+fan-out, the path before small matrices went by value); ``noop_fanout`` (the same four calls with
+the matrix to an actor method that does nothing: Ray's per-fan-out floor, no search, no merge).
+``--compiled`` replaces ``actors_put`` with the same search through a Ray Compiled Graph
+(shared-memory channels; bench/out/shard_actors_compiled.json).
 """
 
 from __future__ import annotations
@@ -107,6 +115,11 @@ def main() -> None:
             # actors_put: the query matrix put in the object store once per fan-out (the path before
             # small matrices went by value), kept to show what that cost.
             def variant(name: str):
+                if name == "noop_fanout":  # the same 4 calls with the matrix, no search: Ray's floor
+                    def ping(b):
+                        return ray.get([a.ping.remote(np.ascontiguousarray(b, np.float32)) for a in remote.actors])
+                    return lambda v: ping(v), ping
+
                 def run(b):
                     shard_actors.INLINE_BYTES = -1 if name == "actors_put" else inline
                     return local.search(b, 10) if name == "in_process" else remote.search(b, 10)
@@ -115,7 +128,7 @@ def main() -> None:
                     return local.search_one(v[0], 10) if name == "in_process" else remote.search_one(v[0], 10)
                 return one, run
             inline = shard_actors.INLINE_BYTES
-            names = ("in_process", "actors", "compiled" if args.compiled else "actors_put")
+            names = ("in_process", "actors", "compiled" if args.compiled else "actors_put", "noop_fanout")
             fns = {n: variant(n) for n in names}
             if args.compiled:
                 fns["compiled"], dag = compiled_variant(remote)

@@ -78,6 +78,9 @@ class ShardActor:
         s, lb = scan_rows(self.vectors, self.labels, queries, k, rows_for_labels(self.labels, allowed))
         return {"scores": s, "labels": lb, "exact_rows": NO_ROWS, **self._spent(t0, c0)}
 
+    def ping(self, queries: np.ndarray) -> None:
+        """No work: what one call costs Ray alone (``bench/shard_actors.py`` measures that floor)."""
+
     def info(self) -> dict:
         return {**self.where, "vectors": len(self.index), "index_bytes": int(self.index.nbytes()), "rss_bytes": _rss(),
                 "loaded_rss_bytes": self.loaded_rss_bytes}

@@ -200,7 +200,7 @@ def _assert_priced_on_their_nodes(rows: list[dict], qids: set, report, book_path
         assert row.label.startswith(f"{row.stage} @ ") and row.nodes[0]["resource"] in row.label
 
 
-def test_a_node_map_naming_no_node_and_an_unknown_resource_are_one_line_each(kb_on_ray):
+def test_a_node_map_naming_no_node_or_an_unknown_or_untimed_resource_is_one_line(kb_on_ray):
     from ragcost.errors import ConfigError
     from ragcost.runtime.pipeline import Pipeline
 
@@ -221,6 +221,13 @@ def test_a_node_map_naming_no_node_and_an_unknown_resource_are_one_line_each(kb_
             assert "\n" not in str(e.value)
     finally:
         unknown.close()
+    tokens = Pipeline.load(_priced_copy(kb_on_ray, "kb-tokens.yaml", resource="openai-text-embedding-3-small"))
+    try:
+        with pytest.raises(ConfigError, match=r"kb-tokens\.yaml:\d+:\d+: resource 'openai-text-embedding-3-small' is "
+                                              r"tokens-priced; a shard actor's CPU is priced on .*kind: time"):
+            tokens.check()
+    finally:
+        tokens.close()
 
 
 @pytest.mark.parametrize("serve, says", [
