@@ -11,6 +11,14 @@ bench/out/shard_actors.json): recall@10 of the actors against the in-process top
 single query and per batch, queries per second, each actor's node, CPU-seconds (measured inside the
 actor) and the RSS its shard's load added, beside ``nbytes()`` and ``ragcost plan``'s corpus-mode bytes
 for a shard of that size. Pass: recall 1.0; the p50 fields say whether the actors were no slower.
+
+The variants run interleaved (each query, and each batch ``--batch-repeats`` times, through every
+variant in turn, the order rotating), so the machine's load falls on all alike: ``in_process``;
+``actors`` (the served index); ``actors_put`` (the query matrix put in the object store once per
+fan-out, the path before small matrices went by value); ``noop_fanout`` (the same four calls with
+the matrix to an actor method that does nothing: Ray's per-fan-out floor, no search, no merge).
+``--compiled`` replaces ``actors_put`` with the same search through a Ray Compiled Graph
+(shared-memory channels; bench/out/shard_actors_compiled.json).
 """
 
 from __future__ import annotations
@@ -27,6 +35,25 @@ import numpy as np
 from bench import common as C
 
 
+def compiled_variant(remote):
+    """(one, batch) search functions through a Ray Compiled Graph of the actors' ``search`` (k 10, no
+    filter), merged as the served index merges; and the graph, to tear down."""
+    from ray.dag import InputNode, MultiOutputNode
+
+    from ragcost.index.sharded import merge_top_k
+
+    with InputNode() as inp:
+        dag = MultiOutputNode([a.search.bind(inp, 10, None, None) for a in remote.actors]).experimental_compile()
+
+    def batch(b):
+        import ray
+
+        got = ray.get(dag.execute(np.ascontiguousarray(b, np.float32)))
+        return merge_top_k([g["scores"] for g in got], [g["labels"] for g in got], 10)
+
+    return (lambda v: batch(v), batch), dag
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=100_000)
@@ -35,7 +62,12 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--cpus-per-shard", type=float, default=0.5)
+    ap.add_argument("--batch-repeats", type=int, default=3, help="times each batch runs per variant")
+    ap.add_argument("--compiled", action="store_true", help="add a variant through a Ray Compiled Graph over the "
+                    "same actors (shared-memory channels), in place of actors_put; writes shard_actors_compiled.json")
     args = ap.parse_args()
+    if args.compiled:  # its first call sets the graph up (seconds on a loaded machine): past Ray's 10 s default
+        os.environ.setdefault("RAY_CGRAPH_get_timeout", "300")
 
     import ray
 
@@ -44,6 +76,7 @@ def main() -> None:
     from ragcost.cost.capacity import index_structure_bytes
     from ragcost.index import index_registry
     from ragcost.index.sharded import new_index
+    from ragcost.runtime import shard_actors
     from ragcost.runtime.shard_actors import served_class
     from tests.ray_cluster import LocalRayCluster
 
@@ -77,22 +110,60 @@ def main() -> None:
             out["identical_top10_rows"] = int((ref == got).all(axis=1).sum())
             remote.take_reports()
             load0 = os.getloadavg()[0]
-            single = {"in_process": C.time_each(lambda v: local.search_one(v[0], 10), q),
-                      "actors": C.time_each(lambda v: remote.search_one(v[0], 10), q)}
+            # A/B interleaved: each query (and each batch) runs through every variant in turn, the order
+            # rotating, so load from the other users of the machine falls on all of them alike.
+            # actors_put: the query matrix put in the object store once per fan-out (the path before
+            # small matrices went by value), kept to show what that cost.
+            def variant(name: str):
+                if name == "noop_fanout":  # the same 4 calls with the matrix, no search: Ray's floor
+                    def ping(b):
+                        return ray.get([a.ping.remote(np.ascontiguousarray(b, np.float32)) for a in remote.actors])
+                    return lambda v: ping(v), ping
+
+                def run(b):
+                    shard_actors.INLINE_BYTES = -1 if name == "actors_put" else inline
+                    return local.search(b, 10) if name == "in_process" else remote.search(b, 10)
+                def one(v):
+                    shard_actors.INLINE_BYTES = -1 if name == "actors_put" else inline
+                    return local.search_one(v[0], 10) if name == "in_process" else remote.search_one(v[0], 10)
+                return one, run
+            inline = shard_actors.INLINE_BYTES
+            names = ("in_process", "actors", "compiled" if args.compiled else "actors_put", "noop_fanout")
+            fns = {n: variant(n) for n in names}
+            if args.compiled:
+                fns["compiled"], dag = compiled_variant(remote)
+                t0 = time.perf_counter()
+                fns["compiled"][1](q[:1])
+                out["compiled_first_call_seconds"] = round(time.perf_counter() - t0, 2)
+                _, got_c = fns["compiled"][1](q)
+                out["compiled_recall_at_10_vs_in_process"] = float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ref, got_c)]))
+            single = {n: [] for n in names}
+            for i in range(len(q)):
+                for j in range(len(names)):
+                    n = names[(i + j) % len(names)]
+                    single[n].append(C.time_call(lambda: fns[n][0](q[i:i + 1])))
             batches = [q[i:i + args.batch] for i in range(0, len(q), args.batch)]
-            per_batch = {"in_process": [C.time_call(lambda b=b: local.search(b, 10)) for b in batches],
-                         "actors": [C.time_call(lambda b=b: remote.search(b, 10)) for b in batches]}
+            per_batch = {n: [] for n in names}
+            for rep in range(args.batch_repeats):
+                for i, b in enumerate(batches):
+                    for j in range(len(names)):
+                        n = names[(i + j + rep) % len(names)]
+                        per_batch[n].append(C.time_call(lambda: fns[n][1](b)))
+            shard_actors.INLINE_BYTES = inline
+            if args.compiled:
+                dag.teardown()
             reports = remote.take_reports()
             out["load_avg_during"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
-            for name in ("in_process", "actors"):
+            for name in names:
                 s = single[name]
                 out[f"single_{name}"] = {"p50_us": C.pct_us(s, 50), "p95_us": C.pct_us(s, 95),
                                          "qps": round(len(s) / float(np.sum(s)), 1)}
                 b = per_batch[name]
                 out[f"batch_{name}"] = {"p50_ms": round(C.pct_us(b, 50) / 1000, 3), "p95_ms": round(C.pct_us(b, 95) / 1000, 3),
-                                        "qps": round(len(q) / float(np.sum(b)), 1)}
-            out["single_p50_actors_over_in_process"] = round(out["single_actors"]["p50_us"] / out["single_in_process"]["p50_us"], 2)
-            out["batch_p50_actors_over_in_process"] = round(out["batch_actors"]["p50_ms"] / out["batch_in_process"]["p50_ms"], 2)
+                                        "qps": round(len(b) * args.batch / float(np.sum(b)), 1)}
+            for name in names[1:]:
+                out[f"single_p50_{name}_over_in_process"] = round(out[f"single_{name}"]["p50_us"] / out["single_in_process"]["p50_us"], 2)
+                out[f"batch_p50_{name}_over_in_process"] = round(out[f"batch_{name}"]["p50_ms"] / out["batch_in_process"]["p50_ms"], 2)
             cpu = {}
             for r in reports:
                 for c in r.calls:
@@ -113,8 +184,10 @@ def main() -> None:
     out["pass"] = out["recall_at_10_vs_in_process"] == 1.0
     out["p50_no_worse"] = {"single": out["single_p50_actors_over_in_process"] <= 1.0,
                            "batch": out["batch_p50_actors_over_in_process"] <= 1.0}
+    out["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     Path("bench/out").mkdir(parents=True, exist_ok=True)
-    Path("bench/out/shard_actors.json").write_text(json.dumps(out, indent=2, default=float))
+    name = "shard_actors_compiled.json" if args.compiled else "shard_actors.json"
+    Path("bench/out", name).write_text(json.dumps(out, indent=2, default=float))
     C.emit(out)
 
 

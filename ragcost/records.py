@@ -62,6 +62,8 @@ class UsageRecord:
     # None when not measured. Time-priced CPU resources with ``vcpus`` are charged by it.
     cpu_seconds: Optional[float] = None
     tokens_estimated: bool = False  # the token counts were counted or estimated here, not reported by the server
+    # The Ray node (its IP) the call ran on -- a shard actor's; None = this process.
+    node: Optional[str] = None
     notes: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

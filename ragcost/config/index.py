@@ -29,6 +29,28 @@ class ServeShards(Strict):
                              "from the answer, which is flagged partial")
     resource: Optional[str] = Field(None, description="price-book resource the shard actors' CPU is priced on; "
                                     "null = the pipeline's resource")
+    nodes: dict[str, str] = Field(default_factory=dict, description="Ray node (its IP address, as `ray status` and "
+                                  "the ledger's node column show it) -> the price-book resource a shard actor's CPU "
+                                  "is priced on while it runs there; a node not named here uses resource")
+
+    @field_validator("nodes")
+    @classmethod
+    def _nodes_are_addresses(cls, value: dict[str, str]) -> dict[str, str]:
+        import ipaddress
+
+        for node, resource in value.items():
+            try:
+                ipaddress.ip_address(str(node))
+            except ValueError:
+                raise ValueError(f"{node!r} is not an IP address; name each Ray node by its IP address "
+                                 "(the node column of `ragcost report`, or `ray status`)") from None
+            if not str(resource).strip():
+                raise ValueError(f"{node}: empty resource; name a time resource of the price book")
+        return value
+
+    def resource_of(self, node: str, default: str) -> str:
+        """The resource a shard's CPU on ``node`` is priced on."""
+        return self.nodes.get(node) or self.resource or default
 
 
 class IndexConfig(Strict):

@@ -147,6 +147,7 @@ def stage_row(record: UsageRecord, book: PriceBook, call_id: str | None = None) 
         "cpu_seconds": None if record.cpu_seconds is None else float(record.cpu_seconds),
         "busy_share": None if record.busy_share is None else float(record.busy_share),
         "tokens_estimated": bool(record.tokens_estimated),
+        "node": record.node,
         "cost_usd": share_of(record, book),
     }
 
@@ -170,5 +171,6 @@ def storage_row(ram_bytes: float, disk_bytes: float, book: PriceBook, resource: 
         "cpu_seconds": None,
         "busy_share": None,
         "tokens_estimated": False,
+        "node": None,
         "cost_usd": storage_cost_per_query(ram_bytes, disk_bytes, book, resource),
     }

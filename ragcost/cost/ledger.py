@@ -25,6 +25,8 @@ Schema
     these are the *call's* totals, so sum them over distinct call_id -- busy_share (this row's
     share of its busy period, NULL = items / shared_by) and cost_usd, *this query's* share of the
     call, so sum it over rows. Amortised storage is a row with stage 'storage' and calls 0.
+    node: the Ray node (IP) a shard actor's call ran on (``retrieve:shard-i`` rows, priced on the
+    resource ``index.serve.nodes`` names for it); NULL elsewhere.
 
 ``rc_ledger_lifetimes``: one per process that held provisioned capacity (``ragcost serve``, a batch
     ``ragcost query``): lifetime_id (pk), kind ('serve' | 'batch'), pipeline, run_id, resource (the
@@ -120,6 +122,7 @@ stage_calls = sa.Table(
     sa.Column("cpu_seconds", sa.Double),  # process CPU time of the call; NULL = not measured
     sa.Column("busy_share", sa.Double),  # this row's share of its busy period; NULL = items / shared_by
     sa.Column("tokens_estimated", sa.Boolean),  # token counts counted/estimated here, not the server's
+    sa.Column("node", sa.String(200)),  # the Ray node (IP) a shard actor's call ran on; NULL = the querying process
 )
 
 lifetimes = sa.Table(
@@ -142,7 +145,7 @@ LIFETIME_KINDS = ("serve", "batch")
 
 _STAGE_DEFAULTS = {"items": 1, "calls": 1, "retries": 0, "failures": 0, "bytes": 0, "wall_seconds": 0.0,
                    "input_tokens": None, "cached_input_tokens": None, "output_tokens": None,
-                   "cpu_seconds": None, "busy_share": None, "tokens_estimated": False}
+                   "cpu_seconds": None, "busy_share": None, "tokens_estimated": False, "node": None}
 
 
 def utcnow() -> datetime:

@@ -44,6 +44,15 @@ class StageRow:
     share: Optional[float]  # of the total dollars; None when the total is 0
     useful: float = 0  # useful documents of the queries this stage served
     usd_per_useful: Optional[float] = None  # the stage's dollars / those useful documents; None = 0 useful
+    # Where a shard actor's calls ran: one entry per (Ray node, resource it was priced on), with its dollars.
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        """The stage's name, and for a shard the node(s) it ran on and the resource each priced it on."""
+        if not self.nodes:
+            return self.stage
+        return f"{self.stage} @ " + ", ".join(f"{n['node']} ({n['resource']})" for n in self.nodes)
 
 
 @dataclass
@@ -145,6 +154,9 @@ def aggregate(qrows: list[dict], srows: list[dict], since: datetime | None = Non
     total = sum(s.usd for s in stages.values())
     per_stage = useful_by_stage(stages, {str(q["query_id"]): useful_of(q) for q in qrows if "query_id" in q})
     rows = [_stage_row(s, n, total, per_stage[name]) for name, s in stages.items()]
+    where = nodes_by_stage(srows)
+    for r in rows:
+        r.nodes = where.get(r.stage, [])
     notes = [f"{s.stage}: {s.unknown_cached} row(s) without a cached-token count (server did not say)"
              for s in stages.values() if s.unknown_cached]
     ok = sum(1 for q in qrows if q["ok"])
@@ -158,6 +170,18 @@ def aggregate(qrows: list[dict], srows: list[dict], since: datetime | None = Non
     )
     return Report(rows, totals, routes=by_route(qrows, srows), since=since.isoformat() if since else None,
                   pipeline=pipeline, notes=notes)
+
+
+def nodes_by_stage(srows: list[dict]) -> dict[str, list[dict[str, Any]]]:
+    """Per stage whose rows name a Ray node (shard actors): its dollars per (node, resource), in node order."""
+    out: dict[str, dict[tuple[str, str], float]] = {}
+    for r in srows:
+        if r.get("node"):
+            key = (str(r["node"]), str(r["resource"]))
+            per = out.setdefault(r["stage"], {})
+            per[key] = per.get(key, 0.0) + float(r["cost_usd"] or 0.0)
+    return {stage: [{"node": n, "resource": res, "usd": usd} for (n, res), usd in sorted(per.items())]
+            for stage, per in out.items()}
 
 
 def by_route(qrows: list[dict], srows: list[dict]) -> list[RouteRow]:
@@ -203,7 +227,7 @@ BILL_COLUMNS = ["resource", "basis", "provisioned_hours", "busy_hours", "utiliza
                 "usd_per_query_fully_loaded", "usd_per_useful_fully_loaded"]
 CSV_COLUMNS = ["stage", "calls", "calls_per_query", "p50_s", "p95_s", "p99_s", "input_tokens_per_query",
                "cached_input_tokens_per_query", "output_tokens_per_query", "tokens_per_query", "retries",
-               "failures", "usd", "usd_per_query", "share", "useful", "usd_per_useful"]
+               "failures", "usd", "usd_per_query", "share", "useful", "usd_per_useful", "nodes"]
 TOTAL_COLUMNS = ["queries", "successful", "usd_per_1k_queries", "usd_per_successful"]
 
 
@@ -213,7 +237,8 @@ def to_csv(report: Report) -> str:
     w = csv.DictWriter(out, fieldnames=CSV_COLUMNS + TOTAL_COLUMNS + BILL_COLUMNS, lineterminator="\n")
     w.writeheader()
     for r in report.stages:
-        w.writerow({k: v for k, v in asdict(r).items() if k in CSV_COLUMNS})
+        w.writerow({**{k: v for k, v in asdict(r).items() if k in CSV_COLUMNS},
+                    "nodes": ";".join(f"{n['node']}={n['resource']}" for n in r.nodes)})
     for r in (report.bill or {}).get("resources", []):  # the bill: one row per resource, stage "(resource)"
         w.writerow({"stage": "(resource)", **{k: r.get(k) for k in BILL_COLUMNS}})
     t = report.totals
@@ -296,7 +321,7 @@ def _useful_table(report: Report) -> "FittedTable":
     t = report.totals
     usd = money_column([r.usd for r in report.stages] + [t.usd])
     per = money_column([r.usd_per_useful for r in report.stages] + [t.usd_per_useful], missing="n/a (0 useful)")
-    cells = [[r.stage, u, f"{r.useful:.4g}", pu] for r, u, pu in zip(report.stages, usd, per)]
+    cells = [[r.label, u, f"{r.useful:.4g}", pu] for r, u, pu in zip(report.stages, usd, per)]
     cells.append(["total", usd[-1], f"{t.useful:.4g}", per[-1]])
     return FittedTable(("stage", "$", "useful", "$/useful"), cells, title="per useful document", simple=True,
                        caption="useful: the useful documents of the queries each stage served")
@@ -306,7 +331,7 @@ def _stage_table(report: Report) -> "FittedTable":
     title = "ragcost report" + (f" - pipeline {report.pipeline}" if report.pipeline else "") + (
         f" - since {report.since}" if report.since else "")
     usd = money_column([r.usd_per_query for r in report.stages])
-    cells = [[r.stage, _ms(r.p50_s), _ms(r.p95_s), _ms(r.p99_s), f"{r.calls_per_query:.3g}", f"{r.tokens_per_query:.4g}",
+    cells = [[r.label, _ms(r.p50_s), _ms(r.p95_s), _ms(r.p99_s), f"{r.calls_per_query:.3g}", f"{r.tokens_per_query:.4g}",
               u, _share(r.share)] for r, u in zip(report.stages, usd)]
     # Two-line headers keep the number columns as narrow as their numbers.
     headers = ("stage", "p50\nms", "p95\nms", "p99\nms", "calls\n/query", "tokens\n/query", "$\n/query", "share")

@@ -107,13 +107,19 @@ class Pipeline:
         from ragcost.runtime.shard_actors import serve_on_ray
 
         d = self.config.index_path
+        self._check_shard_resources()  # before any actor starts: a bad resource is one line, not a query error
         m = check_artifact(d, self.index_config, expected, self.rebuild_hint())
         art = LoadedIndex(index=None, labels=np.load(d / m.labels_file),  # type: ignore[arg-type]
                           vectors=np.load(d / m.vectors_file, mmap_mode="r"), manifest=m)
         serve = self.index_config.serve
         opts = self.config.ray_options.model_copy(update={
             "address": serve.address or self.config.ray_options.address, "connect_timeout_s": serve.connect_timeout_s})
-        return serve_on_ray(art, d, self.index_config, opts)
+        try:
+            return serve_on_ray(art, d, self.index_config, opts)
+        except ConfigError as e:
+            if str(e).startswith("index.serve.nodes"):  # the node map named no node: say where it is
+                raise ConfigError(f"{self.loaded.where(['index', 'serve', 'nodes'])}: {e}") from None
+            raise
 
     @property
     def store_file(self) -> Optional[Path]:
@@ -239,13 +245,35 @@ class Pipeline:
         for i, (_, params) in enumerate(self.loaded.stage_specs):
             if params.resource:
                 refs.setdefault(params.resource, self.loaded.where(["stages", i, "resource"]))
+        refs.update(self.shard_resource_refs())
         return refs
+
+    def shard_resource_refs(self) -> dict[str, str]:
+        """The resources shard actors are priced on (``index.serve.resource`` and ``.nodes``), with where."""
+        serve = self.index_config.serve
+        if serve.on != "ray":
+            return {}
+        refs = {serve.resource: self.loaded.where(["index", "serve", "resource"])} if serve.resource else {}
+        for node, name in serve.nodes.items():
+            refs.setdefault(name, self.loaded.where(["index", "serve", "nodes", node]) + f" (index.serve.nodes.{node})")
+        return refs
+
+    def _check_shard_resources(self) -> None:
+        """A shard actor's CPU is priced by the hour: its resource must be a time resource."""
+        from ragcost.cost.pricebook import TimeResource
+
+        for name, where in self.shard_resource_refs().items():
+            res = self.price_book.resource(name, where)
+            if not isinstance(res, TimeResource):
+                raise ConfigError(f"{where}: resource {name!r} is {res.kind}-priced; a shard actor's CPU is priced "
+                                  f"on an instance billed by the hour (kind: time) -- name one of those")
 
     def check(self) -> None:
         """Everything `ragcost validate` checks without running: files, price book, resources."""
         from ragcost.cost.pricebook import check_resources
 
         check_resources(self.price_book, self.resource_refs())
+        self._check_shard_resources()
         self._check_source()
         self._check_store_url()
         self.embedder.warm_up()  # the embed type and model (a local folder or a packaged model)

@@ -29,9 +29,13 @@ import numpy as np
 
 from ragcost.config.index import IndexConfig
 from ragcost.config.pipeline import RayOptions
-from ragcost.errors import FingerprintError
+from ragcost.errors import ConfigError, FingerprintError
 from ragcost.index.base import NO_ROWS, FilteredResult, VectorIndex
 from ragcost.index.sharded import merge_top_k, sharded_class
+
+# Query matrices up to this size travel inside each call (Ray inlines arguments under its 100 KiB
+# max_direct_call_object_size); larger ones are put in the object store once and shared by every shard.
+INLINE_BYTES = 64 * 1024
 
 
 class ShardActor:
@@ -74,12 +78,25 @@ class ShardActor:
         s, lb = scan_rows(self.vectors, self.labels, queries, k, rows_for_labels(self.labels, allowed))
         return {"scores": s, "labels": lb, "exact_rows": NO_ROWS, **self._spent(t0, c0)}
 
+    def ping(self, queries: np.ndarray) -> None:
+        """No work: what one call costs Ray alone (``bench/shard_actors.py`` measures that floor)."""
+
     def info(self) -> dict:
         return {**self.where, "vectors": len(self.index), "index_bytes": int(self.index.nbytes()), "rss_bytes": _rss(),
                 "loaded_rss_bytes": self.loaded_rss_bytes}
 
     def _spent(self, t0: float, c0: float) -> dict:
         return {"cpu_seconds": time.thread_time() - c0, "wall_seconds": time.perf_counter() - t0, **self.where}
+
+
+def check_node_map(nodes: dict[str, str], cluster: list[dict], address: Optional[str]) -> None:
+    """Every node ``index.serve.nodes`` prices must be a live node of the cluster (``ray.nodes()``)."""
+    live = sorted({str(n.get("NodeManagerAddress")) for n in cluster if n.get("Alive")})
+    for node in nodes:
+        if node not in live:
+            raise ConfigError(f"index.serve.nodes: {node!r} names no live node of the Ray cluster at {address or 'auto'} "
+                              f"(its nodes: {', '.join(live) or 'none'}); name each node by its IP address as listed "
+                              "there, or remove the entry")
 
 
 def _rss() -> int:
@@ -154,6 +171,11 @@ class RayServedIndex(VectorIndex):
             raise FingerprintError(f"{path}: not a sharded index file ({type(e).__name__}: {e})") from None
         self._ray, self._owns = connect(opts)
         ray = self._ray
+        try:
+            check_node_map(serve.nodes, ray.nodes(), opts.address)
+        except ConfigError:
+            self.close()
+            raise
         actor = ray.remote(ShardActor).options(num_cpus=serve.cpus_per_shard, max_restarts=serve.max_restarts,
                                                max_task_retries=0, scheduling_strategy="SPREAD")
         edges = np.concatenate([[0], np.cumsum(meta["counts"])]).astype(int)
@@ -215,21 +237,25 @@ class RayServedIndex(VectorIndex):
             starts = np.searchsorted(allowed, self._lo, side="left")
             stops = np.searchsorted(allowed, self._hi, side="right")
             parts = {i: allowed[a:b] for i, (a, b) in enumerate(zip(starts, stops)) if b > a}
-        qref = self._ray.put(queries) if len(parts) > 1 else queries
+        # A small matrix goes by value: Ray inlines it in each call, where a ray.put would make every actor
+        # on another node pull it from this node's object store first (measured: 2.5x the fan-out's time).
+        qref = self._ray.put(queries) if len(parts) > 1 and queries.nbytes > INLINE_BYTES else queries
 
         def send(i: int):
             fn = getattr(self.actors[i], method)
             return fn.remote(qref, k, parts[i]) if method == "scan" else fn.remote(qref, k, params, parts[i])
 
         refs = {i: send(i) for i in parts}
+        deadline = time.monotonic() + self.config.serve.timeout_s  # one timeout for the whole fan-out
+        first = self._get_all(list(refs.values()))
         report = CallReport(len(self.actors))
         scores, labels, exact = [], [], [NO_ROWS]
-        for i, ref in refs.items():
+        for j, (i, ref) in enumerate(refs.items()):
             call = ShardCall(i)
-            got = self._get(ref, call)
+            got = first[j] if first is not None else self._get(ref, call, max(deadline - time.monotonic(), 0.0))
             if got is None and self.config.serve.max_restarts > 0 and self._back(i):
                 call.retried = True  # it died and Ray restarted it: send the call once more
-                got = self._get(send(i), call)
+                got = self._get(send(i), call, self.config.serve.timeout_s)
             report.calls.append(call)
             if got is None:
                 continue
@@ -260,10 +286,18 @@ class RayServedIndex(VectorIndex):
             time.sleep(0.1)
         return False
 
-    def _get(self, ref: Any, call: ShardCall) -> Optional[dict]:
+    def _get_all(self, refs: list) -> Optional[list]:
+        """Every shard's answer in one ``ray.get`` (the usual case); None when any failed, to be asked one by one."""
         ray = self._ray
         try:
-            return ray.get(ref, timeout=self.config.serve.timeout_s)
+            return ray.get(refs, timeout=self.config.serve.timeout_s)
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError, ray.exceptions.RayTaskError):
+            return None
+
+    def _get(self, ref: Any, call: ShardCall, timeout: float) -> Optional[dict]:
+        ray = self._ray
+        try:
+            return ray.get(ref, timeout=timeout)
         except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError, ray.exceptions.RayTaskError) as e:
             call.failed = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:160]}"
             return None

@@ -190,26 +190,30 @@ class Retrieve(Stage):
             p["missing_shards"] = sorted(set(p["missing_shards"]) | set(missing))
 
     def _shard_usage(self, art, usage: UsageRecord, items: int) -> None:
-        """Each shard actor's CPU-seconds (measured inside it) as a record of its own, priced by the runner."""
+        """Each shard actor's CPU-seconds (measured inside it) as a record of its own, priced by the runner
+        on the resource of the node it ran on (``index.serve.nodes``; a shard moved by a restart gives one
+        record per node)."""
         take = getattr(art.index, "take_reports", None)
         if take is None:
             return
-        per: dict[int, UsageRecord] = {}
-        resource = self.ctx.index_config.serve.resource or self.resource
+        per: dict[tuple[int, str], UsageRecord] = {}
+        serve = self.ctx.index_config.serve
         self._seen = 0
         for report in take():
             for c in report.calls:
-                r = per.get(c.shard)
+                key = (c.shard, c.node or next((n for s, n in per if s == c.shard), ""))  # a failed call: its shard's node
+                r = per.get(key)
                 if r is None:
-                    r = per[c.shard] = UsageRecord(stage=f"{self.name}:shard-{c.shard}", resource=resource, items=items,
-                                                   calls=0, cpu_seconds=0.0, notes={"node": c.node, "pid": c.pid})
+                    r = per[key] = UsageRecord(stage=f"{self.name}:shard-{c.shard}", resource=serve.resource_of(key[1], self.resource),
+                                               items=items, calls=0, cpu_seconds=0.0, node=key[1] or None,
+                                               notes={"node": key[1], "pid": c.pid})
                 r.cpu_seconds = (r.cpu_seconds or 0.0) + c.cpu_seconds
                 r.wall_seconds += c.wall_seconds
                 r.retries += int(c.retried)
                 r.failures += int(c.failed is not None)
                 if c.node:
-                    r.notes.update(node=c.node, pid=c.pid)
-        usage.notes["remote"] = [per[i] for i in sorted(per)]
+                    r.notes.update(pid=c.pid)
+        usage.notes["remote"] = [per[k] for k in sorted(per)]
 
     def _run_group(self, art, docs: DocMap, source: ChunkSource, g: _Group, strategies: dict[str, int]) -> None:
         if len(g.states) == 1:

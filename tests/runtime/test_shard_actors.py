@@ -22,6 +22,7 @@ from ragcost.runtime.shard_actors import served_class
 from tests.cli.conftest import write_corpus, write_pipeline
 
 N, DIM, SHARDS = 5_000, 32, 4
+NODES = {"127.0.0.2": "cpu", "127.0.0.3": "r7i-2xlarge"}  # tests/ray_cluster.py's head and worker, priced apart
 
 
 def _vectors(n: int, dim: int, seed: int = 7) -> np.ndarray:
@@ -107,7 +108,8 @@ def kb_on_ray(ray_cluster, tmp_path_factory):
              2020 + i % 5, ["x"]) for i in range(120)]
     write_corpus(tmp / "kb.jsonl", docs)
     index = {"backend": "hnswlib", "kind": "hnsw", "build": {"M": 8, "ef_construction": 64}, "search": {"ef": 32},
-             "shards": SHARDS, "serve": {"on": "ray", "address": ray_cluster.address, "cpus_per_shard": 0.25, "max_restarts": 0, "timeout_s": 60}}
+             "shards": SHARDS, "serve": {"on": "ray", "address": ray_cluster.address, "cpus_per_shard": 0.25, "max_restarts": 0, "timeout_s": 60,
+                       "nodes": NODES}}
     p = write_pipeline(tmp, index=index, stages=[{"type": "retrieve", "k": 5}])
     pipe = Pipeline.load(p)
     try:
@@ -118,6 +120,7 @@ def kb_on_ray(ray_cluster, tmp_path_factory):
 
 
 def test_queries_under_a_shard_kill_are_complete_or_flagged_partial_and_all_in_the_ledger(kb_on_ray):
+    """Also: each shard's $ in the ledger and ``report`` is priced on its own node's resource (index.serve.nodes)."""
     import ray
 
     from ragcost.cost.ledger import Ledger
@@ -153,7 +156,7 @@ def test_queries_under_a_shard_kill_are_complete_or_flagged_partial_and_all_in_t
         if a.partial:
             assert a.partial == {"missing_shards": [1], "shards": SHARDS} and a.to_json()["partial"] == a.partial
     with Ledger(json.loads(kb_on_ray.read_text())["store"]) as led:
-        rows, _ = led.read()
+        rows, calls = led.read()
     mine = {r["query_id"]: r for r in rows if r["run_id"] == run_id}
     assert set(mine) == {first.id, *(a.id for a in answers)}  # none missing from the ledger
     for a in answers:
@@ -164,12 +167,74 @@ def test_queries_under_a_shard_kill_are_complete_or_flagged_partial_and_all_in_t
     shards = {r.stage: r for r in report.stages if r.stage.startswith("retrieve:shard-")}
     assert sorted(shards) == [f"retrieve:shard-{i}" for i in range(SHARDS)]  # `ragcost report`: cost per shard
     assert all(r.usd > 0 for name, r in shards.items() if name != "retrieve:shard-1")
+    _assert_priced_on_their_nodes(calls, set(mine), report, json.loads(kb_on_ray.read_text())["pricing"])
+
+
+def _priced_copy(kb: "Path", name: str, **serve) -> "Path":
+    """The kb_on_ray pipeline with ``index.serve`` updated (same built index: serve is not in the fingerprint)."""
+    cfg = json.loads(kb.read_text())
+    cfg["index"]["serve"].update(serve)
+    p = kb.parent / name
+    p.write_text(json.dumps(cfg, indent=2))
+    return p
+
+
+def _assert_priced_on_their_nodes(rows: list[dict], qids: set, report, book_path: str) -> None:
+    """Two nodes, two prices: every shard row's $ is its measured CPU x its node's rate, by hand."""
+    from ragcost.cost.pricebook import load_price_book
+
+    book = load_price_book(book_path)
+    shard_rows = [r for r in rows if r["query_id"] in qids and r["stage"].startswith("retrieve:shard-") and r["node"]]
+    assert {r["node"] for r in shard_rows} == set(NODES)  # SPREAD put shards on both nodes
+    for r in shard_rows:
+        res = book.resources[NODES[r["node"]]]
+        assert r["resource"] == NODES[r["node"]] and r["cpu_seconds"] > 0
+        by_hand = r["cpu_seconds"] * res.usd_per_hour / 3600 / res.vcpus / r["items"]
+        assert abs(r["cost_usd"] - by_hand) <= 1e-9 * by_hand, (r, by_hand)
+    rate = {n: book.resources[NODES[n]].usd_per_hour / book.resources[NODES[n]].vcpus for n in NODES}
+    assert len(set(rate.values())) == 2  # the two nodes' CPU-second prices differ, so a mix-up would show
+    for row in (r for r in report.stages if r.stage.startswith("retrieve:shard-")):
+        mine = [r for r in rows if r["stage"] == row.stage and r["node"]]
+        assert [(n["node"], n["resource"]) for n in row.nodes] == sorted({(r["node"], r["resource"]) for r in mine})
+        assert abs(sum(n["usd"] for n in row.nodes) - row.usd) <= 1e-12 + 1e-9 * row.usd
+        assert row.label.startswith(f"{row.stage} @ ") and row.nodes[0]["resource"] in row.label
+
+
+def test_a_node_map_naming_no_node_or_an_unknown_or_untimed_resource_is_one_line(kb_on_ray):
+    from ragcost.errors import ConfigError
+    from ragcost.runtime.pipeline import Pipeline
+
+    stray = Pipeline.load(_priced_copy(kb_on_ray, "kb-stray.yaml", nodes={"10.9.9.9": "cpu"}))
+    try:
+        with pytest.raises(ConfigError, match=r"kb-stray\.yaml:\d+:\d+: index\.serve\.nodes: '10\.9\.9\.9' names no live "
+                                              r"node .*127\.0\.0\.2, 127\.0\.0\.3") as e:
+            stray.artifact()
+        assert "\n" not in str(e.value)
+    finally:
+        stray.close()
+    unknown = Pipeline.load(_priced_copy(kb_on_ray, "kb-unknown.yaml", nodes={"127.0.0.3": "c9-huge"}))
+    try:
+        for call in (unknown.check, unknown.artifact):  # `ragcost validate`, and before any actor starts
+            with pytest.raises(ConfigError, match=r"kb-unknown\.yaml:\d+:\d+ \(index\.serve\.nodes\.127\.0\.0\.3\): "
+                                                  r"unknown resource 'c9-huge'.*known: .*cpu") as e:
+                call()
+            assert "\n" not in str(e.value)
+    finally:
+        unknown.close()
+    tokens = Pipeline.load(_priced_copy(kb_on_ray, "kb-tokens.yaml", resource="openai-text-embedding-3-small"))
+    try:
+        with pytest.raises(ConfigError, match=r"kb-tokens\.yaml:\d+:\d+: resource 'openai-text-embedding-3-small' is "
+                                              r"tokens-priced; a shard actor's CPU is priced on .*kind: time"):
+            tokens.check()
+    finally:
+        tokens.close()
 
 
 @pytest.mark.parametrize("serve, says", [
     ({"on": "actors"}, r"index\.serve\.on: .*'process' or 'ray'"),
     ({"on": "ray", "replicas": 2}, r"index\.serve\.replicas"),
     ({"on": "ray", "cpus_per_shard": 0}, r"index\.serve\.cpus_per_shard"),
+    ({"on": "ray", "nodes": {"head-node": "cpu"}}, r"index\.serve\.nodes.*'head-node' is not an IP address"),
 ])
 def test_a_bad_serve_option_is_one_line_naming_the_field(tmp_path, serve, says):
     from ragcost.errors import ConfigError
