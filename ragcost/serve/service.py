@@ -7,7 +7,7 @@ import gc
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from ragcost.runtime.api import Answer, Session, and_filters
 from ragcost.serve.batcher import Batcher, Ticket, failed_answer
@@ -19,7 +19,7 @@ from ragcost.serve.writer import LedgerWriter
 
 
 class Service:
-    def __init__(self, pipeline: str | Path, ledger_url: Optional[str] = None) -> None:
+    def __init__(self, pipeline: str | Path, ledger_url: Optional[str] = None, tracer_provider: Any = None) -> None:
         self.session = Session(pipeline, ledger_url=ledger_url)
         cfg = self.session.pipe.config.serve
         self.config = cfg
@@ -36,6 +36,9 @@ class Service:
             from ragcost.serve.gate import SentenceGate
 
             self.batcher.gate = SentenceGate.of(self.session.pipe)  # None: held whole
+        from ragcost.serve.spans import request_spans
+
+        self.spans = request_spans(self, ledger_url, tracer_provider)  # None unless tracing is on
         self.writer: Optional[LedgerWriter] = None
         self.ready = False
         self.started_at = int(time.time())
