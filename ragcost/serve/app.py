@@ -83,18 +83,28 @@ async def _read(request: Request, limit: int, timeout_s: float) -> bytes:
     stream = request.stream().__aiter__()
     while True:
         try:
-            chunk = await asyncio.wait_for(stream.__anext__(), timeout=max(0.0, end - time.monotonic()))
-        except StopAsyncIteration:
-            break
+            chunk = await asyncio.wait_for(_next(stream), timeout=max(0.0, end - time.monotonic()))
         except asyncio.TimeoutError:
             raise HTTPError(408, f"the request body did not arrive within {timeout_s:g} s (serve.body_timeout_s)",
                             code="request_timeout", headers={"Connection": "close"}) from None
+        if chunk is None:
+            break
         size += len(chunk)
         if size > limit:
             raise HTTPError(413, f"request body exceeds {limit} bytes (serve.max_body_bytes)", code="request_too_large",
                             headers={"Connection": "close"})
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+async def _next(stream) -> Optional[bytes]:
+    """The next chunk, None at the end. Not StopAsyncIteration through ``wait_for``: the task holding that
+    exception, its traceback and wait_for's frame form a reference cycle per request, garbage that only
+    a full collection frees (and a full collection pauses every request)."""
+    try:
+        return await stream.__anext__()
+    except StopAsyncIteration:
+        return None
 
 
 def parse(raw: bytes, model):
@@ -247,6 +257,9 @@ def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first
             except Exception as e:  # every error is OpenAI's error object, never a traceback
                 err = from_exception(e, f"{request.method} {path}")
                 call.outcome, resp = err.outcome, err.response()
+                # This frame -> err -> its traceback -> this frame: a reference cycle per error response (every
+                # 429 among them) that reference counting cannot free, only a full collection.
+                del err
             if not isinstance(resp, StreamingResponse):  # a stream counts itself when it ends
                 call.outcome = call.outcome or outcome_of(resp.status_code)
                 svc.metrics.request(path, resp.status_code, call.tenant, call.outcome, time.monotonic() - call.t0)
