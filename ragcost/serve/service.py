@@ -72,10 +72,11 @@ class Service:
 
     async def _full_collections(self) -> None:
         """Full collections on the server's terms (``serve.gc_full_s``): when it has gone idle after serving, else
-        at the latest every ``gc_full_s`` seconds. The collector's own rule ran one every few seconds at 2x
-        saturation (the requests in flight age into the oldest generation), each pausing every request for
-        30-700 ms, and found almost nothing to free (3,527 objects in 13 collections): request objects are
-        freed by reference counting. Gen-0 and gen-1 collections stay automatic."""
+        at the latest every ``gc_full_s`` seconds. At 2x saturation the collector's own rule ran one every
+        10-20 s (the requests in flight age into the oldest generation), each holding the GIL for 30-90 ms of
+        CPU (far longer in wall time on a loaded machine) while every request and 429 waited; with no
+        reference cycle per request left, there is little for it to free (300-900 objects in 10-20 s).
+        Gen-0 and gen-1 collections stay automatic."""
         t0, t1, t2 = gc.get_threshold()
         gc.set_threshold(t0, t1, NO_AUTO_FULL)
         try:
