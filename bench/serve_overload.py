@@ -147,7 +147,36 @@ async def closed_loop(url: str, clients: int, seconds: float) -> dict[str, Any]:
             "p50_s": _pct([r["latency"] for r in ok], 50)}
 
 
+CLIENT_GC: list[tuple[int, float]] = []  # the client's own collections during the open loop: (generation, pause s)
+
+
+def _client_gc(phase: str, info: dict, _t0: list = [0.0]) -> None:
+    if phase == "start":
+        _t0[0] = time.perf_counter()
+    else:
+        CLIENT_GC.append((int(info.get("generation", -1)), time.perf_counter() - _t0[0]))
+
+
+def client_gc_report() -> dict[str, Any]:
+    """The client's pauses: a refusal's measured time includes any collection the client made meanwhile."""
+    out: dict[str, Any] = {}
+    for g in (0, 1, 2):
+        ps = [p * 1000 for gen, p in CLIENT_GC if gen == g]
+        out[f"gen{g}"] = {"count": len(ps), "ms_max": round(max(ps, default=0), 2), "ms_sum": round(sum(ps), 1)}
+    return out
+
+
 async def open_loop(url: str, rate: float, seconds: float, seed: int = 0) -> tuple[list[dict], float]:
+    import gc
+
+    gc.callbacks.append(_client_gc)
+    try:
+        return await _open_loop(url, rate, seconds, seed)
+    finally:
+        gc.callbacks.remove(_client_gc)
+
+
+async def _open_loop(url: str, rate: float, seconds: float, seed: int = 0) -> tuple[list[dict], float]:
     rng = random.Random(seed)
     c = RawClient(url)
     tasks, t0, at, i = [], time.perf_counter(), 0.0, 0
@@ -342,6 +371,7 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     if args.probe:
         out["probe"] = {"file": str(probe_file), **probe_report(results, json.loads(probe_file.read_text(encoding="utf-8")))}
     out["offered_rps"] = round(args.factor * saturation, 3)
+    out["client_gc"] = client_gc_report()
     out["overload"] = judge(results, args.deadline, saturation, args.seconds)
     out["ledger"] = ledger_check(f"duckdb:///{led}")
     o = out["overload"]
