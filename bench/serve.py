@@ -68,13 +68,13 @@ def _free_port() -> int:
 class Server:
     """`ragcost serve` in a subprocess on loopback; stopped with SIGTERM (drains, exits 0)."""
 
-    def __init__(self, pipeline: Path, ledger: str) -> None:
+    def __init__(self, pipeline: Path, ledger: str, launcher: str = "ragcost.cli.main", env: Optional[dict] = None) -> None:
         import httpx
 
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-        self.proc = subprocess.Popen([sys.executable, "-m", "ragcost.cli.main", "serve", str(pipeline), "--port", str(self.port),
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
+        self.proc = subprocess.Popen([sys.executable, "-m", launcher, "serve", str(pipeline), "--port", str(self.port),
                                       "--ledger", ledger, "--log-level", "error"], env=env, cwd=REPO)
         end = time.monotonic() + 180
         while time.monotonic() < end:

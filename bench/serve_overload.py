@@ -73,9 +73,10 @@ class RawClient:
         self.host, self.port = host, int(port)
         self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
 
-    async def post(self, path: str, payload: dict) -> tuple[int, dict[str, str], bytes]:
+    async def post(self, path: str, payload: dict, tag: Optional[str] = None) -> tuple[int, dict[str, str], bytes]:
         body = json.dumps(payload).encode()
-        head = (f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Type: application/json\r\n"
+        extra = f"X-Bench-Id: {tag}\r\n" if tag is not None else ""  # lines the request up with the server's probe
+        head = (f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Type: application/json\r\n{extra}"
                 f"Content-Length: {len(body)}\r\n\r\n").encode()
         for attempt in (0, 1):
             pooled = bool(self.idle) and attempt == 0  # a retry always opens a fresh connection
@@ -115,9 +116,9 @@ class RawClient:
 async def _query(client: RawClient, i: int) -> dict[str, Any]:
     body = {"text": f"{random.choice(QUESTIONS)} ({i})"}
     t0 = time.perf_counter()
-    out: dict[str, Any] = {"sent": t0, "status": None, "latency": None, "retry_after": None, "error": None}
+    out: dict[str, Any] = {"sent": t0, "status": None, "latency": None, "retry_after": None, "error": None, "id": str(i)}
     try:
-        status, headers, _ = await client.post("/v1/query", body)
+        status, headers, _ = await client.post("/v1/query", body, str(i))
         out["status"] = status
         if status == 429:
             out["retry_after"] = float(headers.get("retry-after", "nan"))
@@ -146,7 +147,41 @@ async def closed_loop(url: str, clients: int, seconds: float) -> dict[str, Any]:
             "p50_s": _pct([r["latency"] for r in ok], 50)}
 
 
+CLIENT_GC: list[tuple[int, float]] = []  # the client's own collections during the open loop: (generation, pause s)
+
+
+def _client_gc(phase: str, info: dict, _t0: list = [0.0]) -> None:
+    if phase == "start":
+        _t0[0] = time.perf_counter()
+    else:
+        CLIENT_GC.append((int(info.get("generation", -1)), time.perf_counter() - _t0[0]))
+
+
+def client_gc_report() -> dict[str, Any]:
+    """The client's pauses: a refusal's measured time includes any collection the client made meanwhile."""
+    out: dict[str, Any] = {}
+    for g in (0, 1, 2):
+        ps = [p * 1000 for gen, p in CLIENT_GC if gen == g]
+        out[f"gen{g}"] = {"count": len(ps), "ms_max": round(max(ps, default=0), 2), "ms_sum": round(sum(ps), 1)}
+    return out
+
+
 async def open_loop(url: str, rate: float, seconds: float, seed: int = 0) -> tuple[list[dict], float]:
+    import gc
+
+    gc.callbacks.append(_client_gc)
+    t0, t1, t2 = gc.get_threshold()
+    # No full collection in the client while it measures: one paused it for 48-69 ms (a refusal it was
+    # timing then looked that much slower); its young collections stay, and are reported in client_gc.
+    gc.set_threshold(t0, t1, 2**31 - 1)
+    try:
+        return await _open_loop(url, rate, seconds, seed)
+    finally:
+        gc.set_threshold(t0, t1, t2)
+        gc.callbacks.remove(_client_gc)
+
+
+async def _open_loop(url: str, rate: float, seconds: float, seed: int = 0) -> tuple[list[dict], float]:
     rng = random.Random(seed)
     c = RawClient(url)
     tasks, t0, at, i = [], time.perf_counter(), 0.0, 0
@@ -224,6 +259,55 @@ def ledger_check(url: str) -> dict[str, Any]:
             "charged_usd_past_deadline": sum(q["cost_usd"] for q in cancelled)}
 
 
+def probe_report(results: list[dict], probe: dict) -> dict[str, Any]:
+    """Where the refusals' time went: client-side against server-side (first byte in to last byte out), the
+    event loop's delay in starting the app, and the GC pauses and loop lags that overlapped the slowest."""
+    reqs = probe["requests"]
+    refused = [r for r in results if r["status"] == 429 and r["id"] in reqs and reqs[r["id"]]["done"] is not None]
+    srv = [(reqs[r["id"]]["done"] - reqs[r["id"]]["rx"]) * 1000 for r in refused]
+    start = [(reqs[r["id"]]["called"] - reqs[r["id"]]["rx"]) * 1000 for r in refused]
+    lo = min((r["sent"] for r in results), default=0.0)  # the overload window: warm-up and shutdown left out
+    hi = max((r["sent"] + (r["latency"] or 0) for r in results), default=0.0)
+    probe["gc"] = [g for g in probe["gc"] if lo <= g[0] <= hi]
+    probe["lag"] = [x for x in probe["lag"] if lo <= x[0] <= hi]
+    gcs, lags = [tuple(g[:3]) for g in probe["gc"]], probe["lag"]
+    worst = []
+    for r in sorted(refused, key=lambda r: -r["latency"])[:5]:
+        q = reqs[r["id"]]
+        t0, t1 = r["sent"], r["sent"] + r["latency"]
+        worst.append({"client_ms": round(r["latency"] * 1000, 2), "server_ms": round((q["done"] - q["rx"]) * 1000, 2),
+                      "to_server_ms": round((q["rx"] - t0) * 1000, 2), "from_server_ms": round((t1 - q["done"]) * 1000, 2),
+                      "gc_ms_overlapping": round(sum(p * 1000 for at, _, p in gcs if at < t1 and at + p > t0), 2),
+                      "loop_lag_ms_overlapping": round(sum(x * 1000 for at, x in lags if at < t1 and at + x > t0), 2)})
+    by_gen: dict[str, list[float]] = {}
+    cpu: dict[str, float] = {}
+    for _, g, p, c, thread, _n in probe["gc"]:
+        by_gen.setdefault(str(g), []).append(p * 1000)
+        cpu[str(g)] = cpu.get(str(g), 0.0) + c * 1000
+    return {
+        "refusals_probed": len(refused),
+        "server_ms_p50": _pct(srv, 50), "server_ms_p99": _pct(srv, 99), "server_ms_max": round(max(srv, default=0), 2),
+        "loop_start_ms_p99": _pct(start, 99), "loop_start_ms_max": round(max(start, default=0), 2),
+        "gc": {g: {"count": len(ps), "ms_max": round(max(ps), 2), "ms_sum": round(sum(ps), 1), "cpu_ms_sum": round(cpu[g], 1)}
+               for g, ps in sorted(by_gen.items())},
+        "gc_by_thread": _by_thread(probe["gc"]),
+        "gen2_census": probe.get("gen2", [])[-1:],
+        "loop_lags_over_5ms": len(lags), "loop_lag_ms_max": round(max((x * 1000 for _, x in lags), default=0), 2),
+        "loop_lags_over_20ms": sum(x > 0.02 for _, x in lags),
+        "slowest_refusals": worst,
+    }
+
+
+def _by_thread(gcs: list) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for _, g, p, _c, thread, _n in gcs:
+        k = f"{thread.split('_')[0]} gen{g}"
+        d = out.setdefault(k, {"count": 0, "ms_sum": 0.0})
+        d["count"] += 1
+        d["ms_sum"] = round(d["ms_sum"] + p * 1000, 1)
+    return out
+
+
 def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     import argparse
 
@@ -241,6 +325,8 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     ap.add_argument("--serve", action="append", default=[], metavar="FIELD=VALUE",
                     help="a serve: field for the overloaded server (YAML value), e.g. --serve gil_switch_ms=5")
     ap.add_argument("--work", default=None, help="folder for the demo's store and index (kept; reused when present)")
+    ap.add_argument("--probe", action="store_true", help="run the overloaded server under bench/serve_probe.py: server-side "
+                    "time to each 429, GC pauses and event-loop lag, lined up with the client's refusals")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     work = Path(args.work or (REPO / ".ragcost" / "bench-serve-overload"))
@@ -280,13 +366,17 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     extra = {k: yaml.safe_load(v) for k, v in (x.split("=", 1) for x in args.serve)}
     tight = demo_pipeline(work, "overload.yaml", {"admission": "deadline", "deadline_s": args.deadline, **extra})
     out["serve_fields"] = extra
-    srv = Server(tight, f"duckdb:///{led}")
+    probe_file = work / f"probe-{time.strftime('%H%M%S')}.json"
+    srv = Server(tight, f"duckdb:///{led}", *(("bench.serve_probe", {"RAGCOST_PROBE_OUT": str(probe_file)}) if args.probe else ()))
     try:
         asyncio.run(closed_loop(srv.url, 1, 1.0))  # one request first: a measured service rate
         results, _ = asyncio.run(open_loop(srv.url, args.factor * saturation, args.seconds))
     finally:
         out["server_exit_code"] = srv.stop()
+    if args.probe:
+        out["probe"] = {"file": str(probe_file), **probe_report(results, json.loads(probe_file.read_text(encoding="utf-8")))}
     out["offered_rps"] = round(args.factor * saturation, 3)
+    out["client_gc"] = client_gc_report()
     out["overload"] = judge(results, args.deadline, saturation, args.seconds)
     out["ledger"] = ledger_check(f"duckdb:///{led}")
     o = out["overload"]

@@ -139,6 +139,12 @@ class ServeConfig(Strict):
     gil_switch_ms: float = Field(0.25, ge=0.01, le=100, description="the interpreter's thread switch interval while serving "
                                  "(sys.setswitchinterval): the event loop that admits, refuses and answers requests waits at most about "
                                  "this long for the batch thread's Python work to let go; Python's default is 5")
+    gc_full_s: float = Field(300.0, ge=0, le=86_400, description="while serving, the collector's full (oldest-generation) "
+                             "collections are not left to its thresholds: one runs when the server has gone idle (nothing queued or "
+                             "running) after serving, and under unbroken load at the latest this many seconds after the last; a full "
+                             "collection walks every live object and holds the GIL throughout: at 2x saturation the collector's own rule "
+                             "ran one every 10-20 s, each 30-90 ms of CPU during which no request (nor 429) was answered; "
+                             "0: Python's own thresholds")
     warmup_queries: int = Field(8, ge=0, le=4096, description="at startup, before it says ready, the server runs a batch of 1 and a batch of this "
                                 "many copies of a question made from the first stored chunk (recorded in no ledger) to measure its service "
                                 "time, which admission by deadline goes by until real batches replace it; skipped for a pipeline with a "

@@ -172,11 +172,12 @@ class QueryTracer:
 
     def record_query(self, query_id: str, records: Sequence[UsageRecord], costs: Sequence[float], latency: float,
                      is_error: bool = False, start_ns: Optional[int] = None, error: Optional[str] = None,
-                     storage_usd: float = 0.0, models: Optional[Mapping[str, str]] = None) -> bool:
+                     storage_usd: float = 0.0, models: Optional[Mapping[str, str]] = None, context: Any = None) -> bool:
         """Decide, then emit the query's spans if kept; the latency joins the running p95 either way.
 
         ``storage_usd`` is the query's amortised storage (in the root span's cost); ``models`` maps
-        a stage name to its model, for records that do not name theirs.
+        a stage name to its model, for records that do not name theirs; ``context`` is the parent's
+        (``ragcost serve``: the request's server span), else the current one.
         """
         keep = should_keep(latency, is_error, self.p95.value, self.fraction, self.rng)
         self.p95.add(latency)
@@ -185,7 +186,7 @@ class QueryTracer:
         from opentelemetry.trace import Status, StatusCode
 
         start = start_ns if start_ns is not None else time.time_ns() - int(latency * 1e9)
-        root = self.tracer.start_span("rag.query", start_time=start, attributes={
+        root = self.tracer.start_span("rag.query", context=context, start_time=start, attributes={
             "ragcost.query_id": query_id, COST_ATTRIBUTE: float(sum(costs)) + float(storage_usd),
             STORAGE_ATTRIBUTE: float(storage_usd), **cost_attributes(float(sum(costs)) + float(storage_usd))})
         ctx = self._trace.set_span_in_context(root)

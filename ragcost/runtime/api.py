@@ -50,6 +50,7 @@ class Answer:
     cache: Optional[dict[str, Any]] = None  # the ledger's cache column (QueryState.cache_record)
     user: Optional[str] = None  # a label the caller gave (ragcost serve: the OpenAI request's user)
     partial: Optional[dict[str, Any]] = None  # shards missing from the results (Ray-served shards); None = complete
+    records: list[Any] = field(default_factory=list, repr=False)  # the calls' UsageRecords, in ``rows`` order (for spans)
 
     @property
     def cost(self) -> float:
@@ -191,13 +192,14 @@ class Session:
         book = self.pipe.price_book
         out = []
         for s in res.states:
+            records = [c.record for c in res.calls if c.serves(s)]
             rows = [stage_row(c.record, book, c.call_id) for c in res.calls if c.serves(s)]
             rows.append(storage_row(*self._storage, book))
             out.append(Answer(
                 id=s.id, text=s.text, hits=[_hit(h) for h in s.hits], answer=s.answer, citations=list(s.citations), ok=s.ok,
                 error=s.error, outcome=s.outcome, tenant=s.tenant, useful=useful_count(self.pipe, s) if s.ok else 0,
                 rows=rows, notes=dict(s.notes), route=s.route, route_fields=s.route_fields(), outcome_stage=s.outcome_stage,
-                cache=s.cache_record(), partial=s.notes.get("partial"),
+                cache=s.cache_record(), partial=s.notes.get("partial"), records=records,
                 strategy=next((c.record.notes.get("strategies") for c in res.calls
                                if c.serves(s) and c.record.notes.get("strategies")), None)
                 or ({s.notes["strategy"]: 1} if s.cache and s.notes.get("strategy") else None)))

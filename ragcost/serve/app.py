@@ -26,7 +26,7 @@ from starlette.routing import Route
 
 from ragcost.runtime.api import Answer
 from ragcost.serve.batcher import DEADLINE, QueueFull, Ticket
-from ragcost.serve.errors import HTTPError, from_exception, outcome_of
+from ragcost.serve.errors import HTTPError, from_exception, log, outcome_of
 from ragcost.serve.models import ChatRequest, QueryRequest, one_line
 from ragcost.serve.options import generation_options
 from ragcost.serve.render import blocked, public_bytes, public_json
@@ -38,10 +38,14 @@ ROUTES = ("/v1/query", "/v1/chat/completions", "/v1/models", "/healthz", "/ready
 
 
 class Call:
-    """What one request's count in the metrics needs: its route, tenant and outcome."""
+    """What one request's count in the metrics and its span need: its route, tenant and outcome (and for the
+    span, the method, the headers a caller's trace context comes in, and the query's ticket and answer)."""
 
-    def __init__(self, route: str) -> None:
+    def __init__(self, route: str, method: str = "POST", headers: Any = None) -> None:
         self.route, self.tenant, self.outcome, self.t0 = route, None, None, time.monotonic()
+        self.method, self.headers = method, headers
+        self.ticket: Optional[Ticket] = None
+        self.answer: Optional[Answer] = None
 
 
 def too_deep(raw: bytes, limit: int = MAX_DEPTH) -> bool:
@@ -79,18 +83,28 @@ async def _read(request: Request, limit: int, timeout_s: float) -> bytes:
     stream = request.stream().__aiter__()
     while True:
         try:
-            chunk = await asyncio.wait_for(stream.__anext__(), timeout=max(0.0, end - time.monotonic()))
-        except StopAsyncIteration:
-            break
+            chunk = await asyncio.wait_for(_next(stream), timeout=max(0.0, end - time.monotonic()))
         except asyncio.TimeoutError:
             raise HTTPError(408, f"the request body did not arrive within {timeout_s:g} s (serve.body_timeout_s)",
                             code="request_timeout", headers={"Connection": "close"}) from None
+        if chunk is None:
+            break
         size += len(chunk)
         if size > limit:
             raise HTTPError(413, f"request body exceeds {limit} bytes (serve.max_body_bytes)", code="request_too_large",
                             headers={"Connection": "close"})
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+async def _next(stream) -> Optional[bytes]:
+    """The next chunk, None at the end. Not StopAsyncIteration through ``wait_for``: the task holding that
+    exception, its traceback and wait_for's frame form a reference cycle per request, garbage that only
+    a full collection frees (and a full collection pauses every request)."""
+    try:
+        return await stream.__anext__()
+    except StopAsyncIteration:
+        return None
 
 
 def parse(raw: bytes, model):
@@ -151,9 +165,10 @@ def _admit(svc: Service) -> None:
 
 async def _ticket(svc: Service, call: "Call", text: str, filter_, k, tenant, options=None, user=None) -> Ticket:
     try:  # the deadline runs from the request's arrival, not from when its body was parsed
-        return await svc.submit(text, filter_, k, tenant, options, user, arrived=call.t0)
+        call.ticket = await svc.submit(text, filter_, k, tenant, options, user, arrived=call.t0)
     except QueueFull as e:
         raise _overloaded(svc, e) from None
+    return call.ticket
 
 
 async def _disconnected(request: Request) -> None:
@@ -204,12 +219,14 @@ def _outcome(a: Answer) -> str:
     return "blocked" if blocked(a) else ("ok" if a.ok else "failed")
 
 
-def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first: bool = False) -> Starlette:
+def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first: bool = False,
+              tracer_provider: Any = None) -> Starlette:
     """``warm_first``: warm up before accepting connections. uvicorn's ``--workers N`` share one
     listening socket and a worker accepts only once its startup is done, so a cold worker then never
     takes a request (it would answer 503 while a warm sibling says ready). One worker warms in the
-    background instead, so ``/healthz`` answers and ``/readyz`` says 503 meanwhile."""
-    svc = Service(pipeline, ledger_url)
+    background instead, so ``/healthz`` answers and ``/readyz`` says 503 meanwhile.
+    ``tracer_provider``: where request spans go when the pipeline has tracing on (default: the global one)."""
+    svc = Service(pipeline, ledger_url, tracer_provider)
 
     @asynccontextmanager
     async def lifespan(app):
@@ -232,7 +249,7 @@ def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first
 
     def route(path: str, fn: Callable[[Request, Call], Awaitable[Response]], methods: list[str]) -> Route:
         async def endpoint(request: Request) -> Response:
-            call = Call(path)
+            call = Call(path, request.method, request.headers)
             try:
                 resp = await fn(request, call)
             except ClientDisconnect:
@@ -240,9 +257,13 @@ def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first
             except Exception as e:  # every error is OpenAI's error object, never a traceback
                 err = from_exception(e, f"{request.method} {path}")
                 call.outcome, resp = err.outcome, err.response()
+                # This frame -> err -> its traceback -> this frame: a reference cycle per error response (every
+                # 429 among them) that reference counting cannot free, only a full collection.
+                del err
             if not isinstance(resp, StreamingResponse):  # a stream counts itself when it ends
-                svc.metrics.request(path, resp.status_code, call.tenant, call.outcome or outcome_of(resp.status_code),
-                                    time.monotonic() - call.t0)
+                call.outcome = call.outcome or outcome_of(resp.status_code)
+                svc.metrics.request(path, resp.status_code, call.tenant, call.outcome, time.monotonic() - call.t0)
+                _span(svc, call, resp.status_code)
             return resp
 
         return Route(path, endpoint, methods=methods)
@@ -253,7 +274,7 @@ def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first
         _admit(svc)
         req = parse(await _read(request, svc.config.max_body_bytes, svc.config.body_timeout_s), QueryRequest)
         t = await _ticket(svc, call, req.text, req.filter, req.k, tenant)
-        a = await _await_answer(svc, t, request)
+        a = call.answer = await _await_answer(svc, t, request)
         if a is None:
             call.outcome = "disconnected"
             return Response(status_code=499)  # nobody is listening; the ledger has the query
@@ -281,7 +302,7 @@ def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first
         if req.stream:
             usage = bool(req.stream_options and req.stream_options.include_usage)
             return StreamingResponse(_sse(svc, t, usage, call), media_type="text/event-stream")
-        a = await _await_answer(svc, t, request)
+        a = call.answer = await _await_answer(svc, t, request)
         if a is None:
             call.outcome = "disconnected"
             return Response(status_code=499)
@@ -330,6 +351,9 @@ def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first
                         f"routes: {', '.join(ROUTES)}", code="not_found" if exc.status_code == 404 else "method_not_allowed")
         path = request.url.path if request.url.path in ROUTES else "other"
         svc.metrics.request(path, exc.status_code, None, err.outcome)
+        call = Call(path, request.method, request.headers)
+        call.outcome = err.outcome
+        _span(svc, call, exc.status_code)
         return err.response()
 
     app = Starlette(routes=[
@@ -341,6 +365,16 @@ def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first
     ], lifespan=lifespan, exception_handlers={StarletteHTTPException: not_routed})
     app.state.service = svc
     return app
+
+
+def _span(svc: Service, call: Call, status: int) -> None:
+    """The request's server span, when tracing is on; a tracing failure never fails the request."""
+    if svc.spans is None:
+        return
+    try:
+        svc.spans.emit(call, status, call.headers)
+    except Exception as e:
+        log.warning("%s %s: its span was not emitted (%s: %s)", call.method, call.route, type(e).__name__, e)
 
 
 def _completion(svc: Service, a: Answer) -> dict[str, Any]:
@@ -405,7 +439,7 @@ async def _sse(svc: Service, t: Ticket, include_usage: bool, call: Call) -> Asyn
             if kind == ("released" if svc.hold_stream else "text"):
                 sent += piece if svc.hold_stream else ""
                 yield _chunk(t, svc.name, {"content": piece})
-        a = waiter.result()
+        a = call.answer = waiter.result()
         try:
             await svc.commit(t, a)
         except Exception as e:
@@ -444,3 +478,4 @@ async def _sse(svc: Service, t: Ticket, include_usage: bool, call: Call) -> Asyn
             svc.abandon(t, DISCONNECTED)
             call.outcome = "disconnected"
         svc.metrics.request(call.route, 200, call.tenant, call.outcome, time.monotonic() - call.t0)
+        _span(svc, call, 200)

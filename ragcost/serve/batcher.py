@@ -22,7 +22,7 @@ import math
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from time import monotonic
+from time import monotonic, time_ns
 from typing import Any, Callable, Optional
 
 from ragcost.records import QueryState
@@ -61,6 +61,7 @@ class Ticket:
     user: Optional[str] = None  # the OpenAI request's user: the query's ledger label
     body: Optional[bytes] = None  # the answer's /v1/query JSON, rendered in the batch thread (off the event loop)
     stream: bool = False  # a streamed chat request: a held stream is released through the gate, if any
+    started_ns: int = 0  # wall-clock ns its batch began (the start of its query's span)
 
 
 # A batch may run this much longer than the model says before a request in it would miss its
@@ -286,8 +287,9 @@ class Batcher:
                 if kind != "sources":
                     loop.call_soon_threadsafe(t.events.put_nowait, (kind, payload))
 
+            began = time_ns()
             for t in batch:
-                t.started = True
+                t.started, t.started_ns = True, began
             t0 = monotonic()
             self.running_n, self._running_since = len(batch), t0
             self._running = loop.run_in_executor(self._exec, self._run, [t.state for t in batch], on_event)

@@ -7,7 +7,7 @@ import gc
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from ragcost.runtime.api import Answer, Session, and_filters
 from ragcost.serve.batcher import Batcher, Ticket, failed_answer
@@ -18,8 +18,13 @@ from ragcost.serve.render import public_bytes
 from ragcost.serve.writer import LedgerWriter
 
 
+NO_AUTO_FULL = 2**31 - 1  # gen-1 collections before the collector considers a full one: never, in practice
+IDLE_POLL_S = 0.5
+IDLE_FULL_MIN_S = 10.0  # an idle server collects at most this often (and only after serving since the last)
+
+
 class Service:
-    def __init__(self, pipeline: str | Path, ledger_url: Optional[str] = None) -> None:
+    def __init__(self, pipeline: str | Path, ledger_url: Optional[str] = None, tracer_provider: Any = None) -> None:
         self.session = Session(pipeline, ledger_url=ledger_url)
         cfg = self.session.pipe.config.serve
         self.config = cfg
@@ -36,7 +41,11 @@ class Service:
             from ragcost.serve.gate import SentenceGate
 
             self.batcher.gate = SentenceGate.of(self.session.pipe)  # None: held whole
+        from ragcost.serve.spans import request_spans
+
+        self.spans = request_spans(self, ledger_url, tracer_provider)  # None unless tracing is on
         self.writer: Optional[LedgerWriter] = None
+        self._collector: Optional[asyncio.Task] = None
         self.ready = False
         self.started_at = int(time.time())
 
@@ -53,11 +62,34 @@ class Service:
         # collector's sight, so a full collection does not walk it (it paused requests for tens of ms).
         gc.collect()
         gc.freeze()
+        if self.config.gc_full_s > 0:
+            self._collector = asyncio.get_running_loop().create_task(self._full_collections())
         self._switch = sys.getswitchinterval()
         sys.setswitchinterval(self.config.gil_switch_ms / 1000.0)  # a 429 should not wait out the batch thread's 5 ms slices
         self.writer = LedgerWriter(self.session)
         self.batcher.start()
         self.ready = True
+
+    async def _full_collections(self) -> None:
+        """Full collections on the server's terms (``serve.gc_full_s``): when it has gone idle after serving, else
+        at the latest every ``gc_full_s`` seconds. At 2x saturation the collector's own rule ran one every
+        10-20 s (the requests in flight age into the oldest generation), each holding the GIL for 30-90 ms of
+        CPU (far longer in wall time on a loaded machine) while every request and 429 waited; with no
+        reference cycle per request left, there is little for it to free (300-900 objects in 10-20 s).
+        Gen-0 and gen-1 collections stay automatic."""
+        t0, t1, t2 = gc.get_threshold()
+        gc.set_threshold(t0, t1, NO_AUTO_FULL)
+        try:
+            last, served = time.monotonic(), self.batcher.batches
+            while True:
+                await asyncio.sleep(IDLE_POLL_S)
+                now = time.monotonic()
+                idle = self.batcher.ahead() == 0 and self.batcher.batches != served
+                if (idle and now - last >= IDLE_FULL_MIN_S) or now - last >= self.config.gc_full_s:
+                    gc.collect()
+                    last, served = time.monotonic(), self.batcher.batches
+        finally:
+            gc.set_threshold(t0, t1, t2)
 
     def _measure(self) -> None:
         """Seed admission's service model: a batch of 1, then one of ``serve.warmup_queries``, timed, recorded nowhere."""
@@ -79,6 +111,12 @@ class Service:
     async def stop(self) -> None:
         """After uvicorn has drained the requests in flight: stop the batcher, flush the ledger, close."""
         self.ready = False
+        if self._collector is not None:
+            self._collector.cancel()  # the collector's thresholds as they were
+            try:
+                await self._collector
+            except asyncio.CancelledError:
+                pass
         await self.batcher.drain()
         if self.writer is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.writer.close)
