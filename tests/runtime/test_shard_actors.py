@@ -90,11 +90,15 @@ def test_a_killed_shard_actor_is_restarted_and_its_call_retried(served):
 
     local, remote, x, labels = served
     q = _vectors(8, DIM, seed=3)
+    remote.search(q, 10)
+    before = next(c for c in remote.take_reports()[-1].calls if c.shard == 2).pid
     ray.kill(remote.actors[2], no_restart=False)  # Ray restarts it (max_restarts: 1)
     _, got = remote.search(q, 10)
     assert np.array_equal(got, local.search(q, 10)[1])
     call = next(c for c in remote.take_reports()[-1].calls if c.shard == 2)
-    assert call.retried and call.failed is None
+    # answered by the restarted actor: retried when the call reached the dead one, sent straight to the new one
+    # when Ray had restarted it first (a busy machine makes either happen)
+    assert call.failed is None and call.pid != before
 
 
 @pytest.fixture(scope="module")
