@@ -118,6 +118,9 @@ class TracingConfig(Strict):
     sample_fraction: float = Field(0.1, ge=0, le=1, description="share of ordinary queries kept; errors and queries slower than the running p95 are always kept")
 
 
+REPLICA_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$"  # a bounded label value: names a server, never a request
+
+
 class ServeConfig(Strict):
     """`ragcost serve`: micro-batching, backpressure, limits and where API keys come from."""
 
@@ -144,6 +147,11 @@ class ServeConfig(Strict):
                                 "time, which admission by deadline goes by until real batches replace it; skipped for a pipeline with a "
                                 "cache stage (the warm-up answer would be cached); 0: none (a cold server then admits one batch "
                                 "until the first ends)")
+
+    replica: Optional[str] = Field(None, pattern=REPLICA_PATTERN,
+                                   description="this server's name among replicas sharing one ledger and cache: on its ledger rows, "
+                                   "its lifetime rows and every /metrics sample's replica label (`ragcost serve --replica` overrides "
+                                   "it); null: host:port. 1-64 letters, digits and . _ : -")
 
     @field_validator("keys", "metrics_key")
     @classmethod

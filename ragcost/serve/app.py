@@ -204,12 +204,14 @@ def _outcome(a: Answer) -> str:
     return "blocked" if blocked(a) else ("ok" if a.ok else "failed")
 
 
-def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first: bool = False) -> Starlette:
+def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first: bool = False,
+              replica: Optional[str] = None) -> Starlette:
     """``warm_first``: warm up before accepting connections. uvicorn's ``--workers N`` share one
     listening socket and a worker accepts only once its startup is done, so a cold worker then never
     takes a request (it would answer 503 while a warm sibling says ready). One worker warms in the
-    background instead, so ``/healthz`` answers and ``/readyz`` says 503 meanwhile."""
-    svc = Service(pipeline, ledger_url)
+    background instead, so ``/healthz`` answers and ``/readyz`` says 503 meanwhile. ``replica``: this
+    server's name on its ledger rows and metrics (:mod:`ragcost.serve.replica`)."""
+    svc = Service(pipeline, ledger_url, replica)
 
     @asynccontextmanager
     async def lifespan(app):
