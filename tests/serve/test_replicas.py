@@ -178,3 +178,49 @@ def test_two_replicas_share_ledger_and_cache_and_a_killed_one_loses_no_acknowled
     assert set(per) == {a_name, "web-b"}
     assert per[a_name]["queries"] == 1 + len(acked[a]) and per["web-b"]["queries"] == len(qrows) - per[a_name]["queries"]
     assert sum(r["resources"][0]["provisioned_hours"] for r in per.values()) == pytest.approx(cpu[0]["provisioned_hours"])
+
+
+class TestNames:
+    def test_a_bad_replica_name_is_one_line_naming_the_fix(self, tmp_path, capsys):
+        from ragcost.errors import ConfigError
+        from ragcost.runtime.pipeline import Pipeline
+        from ragcost.serve.replica import check_replica
+
+        with pytest.raises(ConfigError, match=r"--replica 'web 1': use 1-64 letters, digits and \. _ : -"):
+            check_replica("web 1")
+        p = write_pipeline(tmp_path, serve={"replica": "x" * 65})
+        with pytest.raises(ConfigError) as e:
+            Pipeline.load(p)
+        assert "serve.replica" in str(e.value) and "\n" not in str(e.value).strip()
+
+    def test_the_default_name_is_host_and_port_bounded_to_a_label(self):
+        import socket
+
+        from ragcost.config.pipeline import REPLICA_PATTERN
+        from ragcost.serve.replica import default_replica
+
+        name = default_replica(8080)
+        assert name.endswith(":8080") and name.split(":")[0] in socket.gethostname() + "-" * 64
+        assert re.fullmatch(REPLICA_PATTERN, name)
+
+    def test_a_live_namesake_in_the_ledger_is_warned_about_and_a_crashed_one_is_not(self, tmp_path):
+        from datetime import timedelta
+
+        from ragcost.cost.ledger import Ledger, utcnow
+        from ragcost.serve.replica import warn_if_alive
+
+        url = f"duckdb:///{tmp_path / 'ledger.duckdb'}"
+        assert warn_if_alive(url, "kb", "web-1", 30) is None  # no ledger yet
+        with Ledger(url) as led:
+            led.start_lifetime("serve", "kb", "cpu", pid=os.getppid(), replica="web-1")  # alive: the test runner's parent
+            gone = subprocess.Popen(["true"])
+            gone.wait()
+            led.start_lifetime("serve", "kb", "cpu", pid=gone.pid, replica="web-2")  # its process is gone
+            led.start_lifetime("serve", "kb", "cpu", host="elsewhere", at=utcnow() - timedelta(minutes=5), replica="web-3")
+            stopped = led.start_lifetime("serve", "kb", "cpu", pid=os.getppid(), replica="web-4")
+            led.stop_lifetime(stopped)
+        warning = warn_if_alive(url, "kb", "web-1", 30)
+        assert warning and "serve.replica 'web-1' is already serving 'kb'" in warning and "distinct --replica" in warning
+        for name in ("web-2", "web-3", "web-4", "web-5"):
+            assert warn_if_alive(url, "kb", name, 30) is None, name
+        assert warn_if_alive(url, "other", "web-1", 30) is None
