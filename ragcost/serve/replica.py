@@ -21,7 +21,7 @@ import sys
 from datetime import timedelta
 from typing import Optional
 
-from ragcost.config.pipeline import REPLICA_PATTERN
+from ragcost.config.pipeline import REPLICA_PATTERN, REPLICA_RULE
 from ragcost.errors import ConfigError
 
 ENV = "RAGCOST_SERVE_REPLICA"  # how ``--workers N`` processes learn the replica they belong to
@@ -34,8 +34,7 @@ def default_replica(port: int) -> str:
 
 def check_replica(name: str, where: str = "--replica") -> str:
     if not re.fullmatch(REPLICA_PATTERN, name):
-        raise ConfigError(f"{where} {name!r}: use 1-64 letters, digits and . _ : - (starting with a letter or digit), "
-                          "e.g. --replica web-1")
+        raise ConfigError(f"{where} {name!r}: {REPLICA_RULE}")
     return name
 
 
