@@ -103,6 +103,11 @@ class TestProvisionedHours:
         assert sum(r["usd_fully_loaded"] for r in per.values()) + storage == pytest.approx(bill.usd_fully_loaded)
         line = next(x for x in bill.resources if x.resource == "cpu")
         assert line.provisioned_hours == pytest.approx(3.0) and line.utilization == pytest.approx(0.02 / 3.0)
+        from ragcost.cli.report import replica_lines
+
+        shown = replica_lines(list(per.values()))
+        assert shown[0].startswith("replica r1: 2 queries; cpu provisioned 2 h, busy 0.01 h (0.5% utilized); fully loaded $0.72")
+        assert "storage not included" in shown[0] and shown[1].startswith("replica r2: 1 queries; cpu provisioned 1 h")
 
     def test_a_window_clips_and_a_crash_ends_at_the_last_heartbeat(self):
         lives = [{"resource": "cpu", "host": "a", "started_at": T0, "heartbeat_at": T0 + 90 * timedelta(minutes=1),
