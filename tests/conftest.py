@@ -179,6 +179,18 @@ def pgvector_url():
 
 
 @pytest.fixture
+def redis_url():
+    """The test Redis (scripts/start_redis.sh); skipped without it, failed under RAGCOST_REQUIRE_REDIS."""
+    url = os.environ.get("RAGCOST_TEST_REDIS_URL")
+    if not url:
+        if os.environ.get("RAGCOST_REQUIRE_REDIS"):
+            pytest.fail("RAGCOST_REQUIRE_REDIS is set but RAGCOST_TEST_REDIS_URL is not (see scripts/start_redis.sh)")
+        pytest.skip("Redis tests need RAGCOST_TEST_REDIS_URL (eval \"$(scripts/start_redis.sh)\")")
+    pytest.importorskip("redis")
+    return url
+
+
+@pytest.fixture
 def postgres_url():
     with postgres_database() as url:
         yield url

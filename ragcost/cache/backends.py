@@ -122,7 +122,11 @@ class SQLCache:
 
                 Path(db.database).parent.mkdir(parents=True, exist_ok=True)
             self.engine = sa.create_engine(url)
-            md.create_all(self.engine, checkfirst=True)
+            from ragcost.store.ddl import ddl_lock
+
+            with self.engine.begin() as conn:
+                ddl_lock(conn, t)  # replicas opening one fresh PostgreSQL cache at once
+                md.create_all(conn, checkfirst=True)
         except Exception as e:
             raise StoreError(f"cache store {shown(url)}: cannot open ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
                              "check the pipeline's store URL") from None

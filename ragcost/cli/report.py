@@ -43,6 +43,7 @@ def report(
     csv_: bool = typer.Option(False, "--csv", help="Print CSV: one row per stage and a (total) row."),
     pricing: Optional[Path] = typer.Option(None, "--pricing", help="Price book whose version and age to show (default: the pipeline's, else pricing/default.yaml)."),
     tenant: Optional[str] = typer.Option(None, "--tenant", help="Only this tenant's queries (the API key's tenant under `ragcost serve`)."),
+    replica: Optional[str] = typer.Option(None, "--replica", help="Only this serve replica's queries and provisioned hours (serve.replica)."),
 ) -> None:
     """Per stage p50/p95/p99, calls, tokens and $ per query; $ per 1k queries, per success, per useful document."""
     from ragcost.cache.savings import cache_summary
@@ -61,7 +62,7 @@ def report(
     ledger = ledger or DEFAULT_URL
     start = parse_since(since)
     _require_ledger(ledger)
-    qrows, srows, lives, has_lives = _read(ledger, start, pipeline, tenant)
+    qrows, srows, lives, has_lives = _read(ledger, start, pipeline, tenant, replica)
     rep = aggregate(qrows, srows, since=start, pipeline=pipeline)
     cache = cache_summary(qrows, srows)
     book = price_book_summary(book_path, ledger, pipeline)
@@ -89,6 +90,8 @@ def report(
         else:
             for note in rep.bill["notes"]:
                 typer.echo(f"bill: {note}")
+        for line in replica_lines(rep.bill["replicas"]):
+            typer.echo(line)
         if cache is not None:
             for line in cache_lines(cache):
                 typer.echo(line)
@@ -122,14 +125,15 @@ def price_book_summary(path: Optional[Path], ledger: str, pipeline: Optional[str
 def bill_of(path: Optional[Path], qrows: list[dict], srows: list[dict], lives: list[dict], has_lives: bool,
             start: Optional[datetime], tenant: Optional[str]):
     """Marginal and fully loaded dollars of the selection (:mod:`ragcost.cost.bill`)."""
-    from ragcost.cost.bill import build_bill
+    from ragcost.cost.bill import build_bill, by_replica, window
     from ragcost.cost.ledger import utcnow
     from ragcost.cost.pricebook import default_price_book_path, load_price_book
 
     book = load_price_book(path or default_price_book_path())
     lo = start.astimezone(timezone.utc).replace(tzinfo=None) if start is not None else None
-    bill = build_bill(qrows, srows, lives, book, since=lo, until=utcnow() if lo is not None else None,
-                      lifetimes_table=has_lives)
+    hi = utcnow() if lo is not None else None
+    bill = build_bill(qrows, srows, lives, book, since=lo, until=hi, lifetimes_table=has_lives)
+    bill.replicas = by_replica(qrows, srows, lives, book, *window(qrows, lives, lo, hi))
     if tenant is not None:
         bill.notes.append(f"--tenant {tenant}: provisioned hours are the whole server's, shared by every tenant; "
                           "this tenant's fully loaded figure charges it all of them")
@@ -143,17 +147,22 @@ def _book_line(book: dict) -> str:
 
 
 def _read(url: str, start: Optional[datetime], pipeline: Optional[str],
-          tenant: Optional[str]) -> tuple[list[dict], list[dict], list[dict], bool]:
-    """The ledger's query and stage rows for this selection (one tenant's only, with ``tenant``), the
-    lifetimes of the processes of the selected pipeline(s), and whether the ledger has a lifetime table."""
+          tenant: Optional[str], replica: Optional[str] = None) -> tuple[list[dict], list[dict], list[dict], bool]:
+    """The ledger's query and stage rows for this selection (one tenant's only, with ``tenant``; one
+    replica's, with ``replica``), the lifetimes of the processes of the selected pipeline(s) (of that
+    replica), and whether the ledger has a lifetime table."""
     from ragcost.cost.ledger import Ledger
 
     with Ledger(url, read_only=True) as led:
         qrows, srows = led.read(start, pipeline)
         lives, has_lives = led.read_lifetimes(pipeline), led.has_lifetimes_table()
-    if tenant is None:
+    if replica is not None:
+        lives = [r for r in lives if r.get("replica") == replica]
+        qrows = [q for q in qrows if q.get("replica") == replica]
+    if tenant is None and replica is None:
         return qrows, srows, lives, has_lives
-    qrows = [q for q in qrows if q.get("tenant") == tenant]
+    if tenant is not None:
+        qrows = [q for q in qrows if q.get("tenant") == tenant]
     ids = {q["query_id"] for q in qrows}
     return qrows, [r for r in srows if r["query_id"] in ids], lives, has_lives
 
@@ -162,6 +171,20 @@ def _usd(x: Optional[float]) -> str:
     from ragcost.cost.fmt import money
 
     return money(x, missing="unknown")
+
+
+def replica_lines(replicas: list[dict]) -> list[str]:
+    """Under the bill, one line per serve replica (its own queries and provisioned hours; storage is the bill's)."""
+    from ragcost.cost.report import _hours
+
+    lines = []
+    for r in replicas:
+        held = "; ".join(f"{x['resource']} provisioned {_hours(x['provisioned_hours'])} h, busy {_hours(x['busy_hours'])} h"
+                         + (f" ({x['utilization']:.1%} utilized)" if x["utilization"] is not None else "")
+                         for x in r["resources"]) or "no time resource"
+        lines.append(f"replica {r['replica']}: {r['queries']} queries; {held}; fully loaded {_usd(r['usd_fully_loaded'])} "
+                     f"({_usd(r['usd_per_query_fully_loaded'])} a query, storage not included)")
+    return lines
 
 
 def cache_lines(c: dict) -> list[str]:

@@ -1,4 +1,4 @@
-"""`ragcost serve PIPELINE [--host] [--port] [--workers N] [--ledger URL]`: the pipeline as an HTTP service."""
+"""`ragcost serve PIPELINE [--host] [--port] [--workers N] [--ledger URL] [--replica NAME]`: the pipeline as an HTTP service."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ def serve(
     workers: int = typer.Option(1, "--workers", min=1, max=256, help="worker processes; more than 1 needs a PostgreSQL ledger"),
     ledger: Optional[str] = typer.Option(None, "--ledger", help="SQLAlchemy URL for the ledger (default: the pipeline's store)"),
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level"),
+    replica: Optional[str] = typer.Option(None, "--replica", help="this server's name among replicas sharing the ledger "
+                                          "(ledger rows, /metrics label); default serve.replica, else host:port"),
 ) -> None:
     """Serve POST /v1/query and OpenAI-compatible /v1/chat/completions, with /healthz, /readyz and /metrics."""
     from ragcost.cli.query_cmd import require_store
@@ -27,4 +29,4 @@ def serve(
         from ragcost.errors import ConfigError
 
         raise ConfigError(f"ragcost serve needs {e.name}; pip install 'ragcost[serve]'") from None
-    run(pipeline, host=host, port=port, workers=workers, ledger_url=ledger, log_level=log_level)
+    run(pipeline, host=host, port=port, workers=workers, ledger_url=ledger, log_level=log_level, replica=replica)

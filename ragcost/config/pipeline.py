@@ -118,6 +118,10 @@ class TracingConfig(Strict):
     sample_fraction: float = Field(0.1, ge=0, le=1, description="share of ordinary queries kept; errors and queries slower than the running p95 are always kept")
 
 
+REPLICA_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$"  # a bounded label value: names a server, never a request
+REPLICA_RULE = "use 1-64 letters, digits and . _ : - (starting with a letter or digit), e.g. web-1"
+
+
 class ServeConfig(Strict):
     """`ragcost serve`: micro-batching, backpressure, limits and where API keys come from."""
 
@@ -151,11 +155,22 @@ class ServeConfig(Strict):
                                 "cache stage (the warm-up answer would be cached); 0: none (a cold server then admits one batch "
                                 "until the first ends)")
 
+    replica: Optional[str] = Field(None, description="this server's name among replicas sharing one ledger and cache: on its ledger rows, "
+                                   "its lifetime rows and every /metrics sample's replica label (`ragcost serve --replica` overrides "
+                                   "it); null: host:port. 1-64 letters, digits and . _ : -")
+
     @field_validator("keys", "metrics_key")
     @classmethod
     def _keys(cls, v: Optional[str]) -> Optional[str]:
         if v is not None and not re.fullmatch(r"(file|env):.+", v):
             raise ValueError("use file:PATH or env:VAR; the keys themselves never go in the YAML")
+        return v
+
+    @field_validator("replica")
+    @classmethod
+    def _replica(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and not re.fullmatch(REPLICA_PATTERN, v):
+            raise ValueError(REPLICA_RULE)
         return v
 
 

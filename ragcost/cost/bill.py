@@ -5,10 +5,12 @@
   book's ``queries_per_month``. It is the bill at 100% utilization.
 - **Busy hours** of a time resource are the hours its marginal dollars paid for:
   ``marginal $ / usd_per_hour`` (CPU: CPU-seconds / vCPUs / 3600).
-- **Provisioned hours** of a time resource in the window ``[start, end]`` are the union, per host,
-  of the lifetimes the ledger holds for it (``ragcost serve`` with its heartbeats, a batch
-  ``ragcost query``), clipped to the window -- several workers on one host hold that host once --
-  plus ``fleet.<resource>.count x window hours`` the book declares always on.
+- **Provisioned hours** of a time resource in the window ``[start, end]`` are the union, per host
+  and serve replica, of the lifetimes the ledger holds for it (``ragcost serve`` with its
+  heartbeats, a batch ``ragcost query``), clipped to the window -- several workers of one server
+  on one host hold that host once; each replica (``serve.replica``) holds its own instance of the
+  resource, so replicas' hours add up, on one host too -- plus ``fleet.<resource>.count x window
+  hours`` the book declares always on. Utilization is busy over provisioned, both summed over replicas.
 - **Fully loaded** of a time resource with provisioned hours: ``provisioned hours x usd_per_hour``
   (never below its marginal: if it is, work ran outside any recorded lifetime and a note says so).
   Without provisioned hours the resource falls back to the book's **declared traffic**: at
@@ -72,6 +74,7 @@ class Bill:
     basis: str  # provisioned | declared traffic | mixed | none
     queries_per_month: int
     notes: list[str] = field(default_factory=list)
+    replicas: list[dict[str, Any]] = field(default_factory=list)  # per serve replica (:func:`by_replica`); [] for one unnamed
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -108,12 +111,13 @@ def lifetime_end(row: Mapping[str, Any]) -> datetime:
 
 
 def provisioned_hours(lifetimes: Iterable[Mapping[str, Any]], lo: Optional[datetime], hi: Optional[datetime]) -> dict[str, float]:
-    """Per resource: the union per host of its lifetimes, clipped to the window, summed over hosts."""
-    by: dict[tuple[str, str], list[tuple[datetime, datetime]]] = {}
+    """Per resource: the union per (host, replica) of its lifetimes, clipped to the window, summed over them."""
+    by: dict[tuple[str, str, str], list[tuple[datetime, datetime]]] = {}
     for r in lifetimes:
-        by.setdefault((r["resource"], r.get("host") or ""), []).append((r["started_at"], lifetime_end(r)))
+        key = (r["resource"], r.get("host") or "", r.get("replica") or "")
+        by.setdefault(key, []).append((r["started_at"], lifetime_end(r)))
     out: dict[str, float] = {}
-    for (res, _host), spans in by.items():
+    for (res, _host, _replica), spans in by.items():
         out[res] = out.get(res, 0.0) + merged_hours(spans, lo, hi)
     return out
 
@@ -228,6 +232,32 @@ def build_bill(qrows: list[dict], srows: list[dict], lifetimes: list[dict], book
         usd_per_query_marginal=_div(total_m, n), usd_per_query_fully_loaded=_div(total_f, n),
         usd_per_useful_marginal=_div(total_m, useful), usd_per_useful_fully_loaded=_div(total_f, useful),
         basis=basis, queries_per_month=qpm, notes=notes)
+
+
+def by_replica(qrows: list[dict], srows: list[dict], lifetimes: list[dict], book: PriceBook,
+               lo: Optional[datetime], hi: Optional[datetime]) -> list[dict[str, Any]]:
+    """One line per serve replica over the bill's window ``[lo, hi]``: its queries, and per time resource
+    its busy and provisioned hours and utilization, and its dollars; [] when no row names a replica.
+
+    Storage is left out of a replica's dollars: it is the shared store's, once, in the bill's storage
+    line; so the replicas' dollars plus that line are the bill's total."""
+    from ragcost.cost.compute import STORAGE_STAGE
+
+    names = sorted({q.get("replica") for q in qrows if q.get("replica")} |
+                   {r.get("replica") for r in lifetimes if r.get("replica")})
+    out = []
+    for name in names:
+        qs = [q for q in qrows if q.get("replica") == name]
+        ids = {q["query_id"] for q in qs}
+        rows = [r for r in srows if r["query_id"] in ids and r["stage"] != STORAGE_STAGE]
+        b = build_bill(qs, rows, [r for r in lifetimes if r.get("replica") == name], book, since=lo, until=hi)
+        out.append({"replica": name, "queries": b.queries, "useful": b.useful,
+                    "resources": [{"resource": x.resource, "provisioned_hours": x.provisioned_hours,
+                                   "busy_hours": x.busy_hours, "utilization": x.utilization}
+                                  for x in b.resources if x.kind == "time"],
+                    "usd_marginal": b.usd_marginal, "usd_fully_loaded": b.usd_fully_loaded,
+                    "usd_per_query_fully_loaded": b.usd_per_query_fully_loaded, "basis": b.basis})
+    return out
 
 
 def declared_traffic_per_query(usd_by_resource: Mapping[str, float], queries: int, storage_usd_per_query: float,

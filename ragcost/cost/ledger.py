@@ -32,7 +32,8 @@ Schema
     ``ragcost query``): lifetime_id (pk), kind ('serve' | 'batch'), pipeline, run_id, resource (the
     price-book resource the process runs on), host, pid, workers (processes this row stands for),
     started_at, heartbeat_at (the last time it was seen alive: a crash still bounds it), stopped_at
-    (NULL while alive or after a crash). A ledger written before this table existed has none:
+    (NULL while alive or after a crash), replica (the ``ragcost serve`` replica, ``serve.replica``;
+    NULL for a batch). ``rc_ledger_runs`` and ``rc_ledger_queries`` carry the replica too. A ledger written before this table existed has none:
     reports then say so and fall back to the book's declared traffic.
 
 Migrations are additive: missing tables and columns are created, nothing is ever dropped.
@@ -64,6 +65,7 @@ runs = sa.Table(
     sa.Column("finished_at", sa.DateTime),
     sa.Column("price_book_version", sa.String(64)),
     sa.Column("config", sa.Text),
+    sa.Column("replica", sa.String(64)),  # the ``ragcost serve`` replica that ran it (serve.replica); NULL otherwise
 )
 
 queries = sa.Table(
@@ -96,6 +98,9 @@ queries = sa.Table(
     # Shards missing from the answer (served by Ray actors, one died and its retry failed), as JSON:
     # {"missing_shards": [1], "shards": 4}; NULL = every shard answered (additive: older rows read NULL).
     sa.Column("partial", sa.Text),
+    # The ``ragcost serve`` replica that answered it (serve.replica, default host:port); NULL outside serve
+    # (additive: older rows read NULL).
+    sa.Column("replica", sa.String(64)),
 )
 
 stage_calls = sa.Table(
@@ -138,6 +143,7 @@ lifetimes = sa.Table(
     sa.Column("started_at", sa.DateTime, nullable=False),
     sa.Column("heartbeat_at", sa.DateTime, nullable=False),
     sa.Column("stopped_at", sa.DateTime),
+    sa.Column("replica", sa.String(64)),  # the serve replica this process is (serve.replica); NULL for a batch
 )
 # Tables a read-only reader may find missing (a ledger an older ragcost wrote): read as empty.
 OPTIONAL_TABLES = {"rc_ledger_lifetimes"}
@@ -221,8 +227,11 @@ class Ledger:
 
     def migrate(self) -> None:
         """Create missing tables, add missing columns; never drop or alter what is there."""
-        metadata.create_all(self.engine, checkfirst=True)
+        from ragcost.store.ddl import ddl_lock
+
         with self.engine.begin() as conn:
+            ddl_lock(conn, "ledger")  # replicas opening one fresh PostgreSQL ledger at once
+            metadata.create_all(conn, checkfirst=True)
             for table in metadata.sorted_tables:
                 # Not sa.inspect().get_columns: duckdb-engine's reflection breaks on SQLAlchemy 2.1
                 # (pg_collation); an empty SELECT's keys work on every backend.
@@ -242,7 +251,8 @@ class Ledger:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def start_run(self, kind: str, pipeline: str, book_version: str | None, config: dict | None = None) -> str:
+    def start_run(self, kind: str, pipeline: str, book_version: str | None, config: dict | None = None,
+                  replica: str | None = None) -> str:
         """Open a run and return its id."""
         if kind not in ("query", "eval"):
             raise StoreError(f"ledger: run kind {kind!r} is not 'query' or 'eval'")
@@ -250,7 +260,8 @@ class Ledger:
         with self.engine.begin() as conn:
             conn.execute(sa.insert(runs).values(
                 run_id=run_id, kind=kind, pipeline=pipeline, started_at=utcnow(),
-                price_book_version=book_version, config=json.dumps(config or {}, default=str, sort_keys=True)))
+                price_book_version=book_version, config=json.dumps(config or {}, default=str, sort_keys=True),
+                replica=replica))
         return run_id
 
     def finish_run(self, run_id: str) -> None:
@@ -309,6 +320,7 @@ class Ledger:
             "tenant": query.get("tenant"), "user_label": query.get("user_label"), "route_path": query.get("route_path"),
             "route_score": query.get("route_score"), "route_reason": query.get("route_reason"),
             "partial": json.dumps(query["partial"], sort_keys=True) if query.get("partial") else None,
+            "replica": query.get("replica"),
         }
         return qrow, rows
 
@@ -340,7 +352,7 @@ class Ledger:
     # ---- provisioned capacity: the lifetimes of the processes that held it ----------------------
     def start_lifetime(self, kind: str, pipeline: str, resource: str, run_id: str | None = None,
                        workers: int = 1, host: str | None = None, pid: int | None = None,
-                       at: datetime | None = None) -> str:
+                       at: datetime | None = None, replica: str | None = None) -> str:
         """Record that a process holding ``resource`` started (``at``, default now); returns its id."""
         import os
         import socket
@@ -355,7 +367,7 @@ class Ledger:
             conn.execute(sa.insert(lifetimes).values(
                 lifetime_id=lid, kind=kind, pipeline=pipeline, run_id=run_id, resource=resource,
                 host=host or socket.gethostname(), pid=os.getpid() if pid is None else pid, workers=workers,
-                started_at=now, heartbeat_at=now, stopped_at=None))
+                started_at=now, heartbeat_at=now, stopped_at=None, replica=replica))
         return lid
 
     def heartbeat(self, lifetime_id: str, at: datetime | None = None) -> None:
@@ -386,7 +398,8 @@ class Ledger:
 
     def list_runs(self) -> list[dict]:
         with self.engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(sa.select(runs).order_by(runs.c.started_at))]
+            found = [dict(r._mapping) for r in conn.execute(sa.select(*self._cols(runs)).order_by(runs.c.started_at))]
+        return [{**dict.fromkeys(c.name for c in runs.columns), **r} for r in found]
 
 
 def shown_url(url: str) -> str:

@@ -22,15 +22,16 @@ class Lifetime:
     """One process's lifetime row; ``start()`` writes it, ``stop()`` closes it; beats in between on a thread."""
 
     def __init__(self, ledger: Ledger, kind: str, pipeline: str, resource: str, run_id: Optional[str] = None,
-                 workers: int = 1, interval_s: float = HEARTBEAT_S) -> None:
+                 workers: int = 1, interval_s: float = HEARTBEAT_S, replica: Optional[str] = None) -> None:
         self.ledger, self.kind, self.pipeline, self.resource = ledger, kind, pipeline, resource
-        self.run_id, self.workers, self.interval_s = run_id, workers, interval_s
+        self.run_id, self.workers, self.interval_s, self.replica = run_id, workers, interval_s, replica
         self.id: Optional[str] = None
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
 
     def start(self, beat: bool = True) -> "Lifetime":
-        self.id = self.ledger.start_lifetime(self.kind, self.pipeline, self.resource, self.run_id, self.workers)
+        self.id = self.ledger.start_lifetime(self.kind, self.pipeline, self.resource, self.run_id, self.workers,
+                                             replica=self.replica)
         if beat and self.interval_s > 0:
             self._thread = threading.Thread(target=self._beat, name="ragcost-lifetime", daemon=True)
             self._thread.start()

@@ -107,6 +107,7 @@ class Session:
         self._lock = threading.Lock()  # stages are not re-entrant: one batch at a time
         self.ledger = Ledger(ledger_url or self.pipe.config.store_url) if write_ledger else None
         self.run_id: Optional[str] = None
+        self.replica: Optional[str] = None  # the serve replica whose rows these are (ragcost serve sets it)
         self.default_k = next((s.params.k for s in self.pipe.stages() if s.type == "retrieve"), 10)
         self._gens = [s for s in self.pipe.stages() if s.type == "generate"]
         self._storage: Optional[tuple[int, int]] = None
@@ -129,7 +130,8 @@ class Session:
         self._storage = self.pipe.storage_bytes()
         METER.baseline()  # loading the models is no query's CPU
         if self.ledger is not None and self.run_id is None:
-            self.run_id = self.ledger.start_run("query", self.name, self.pipe.price_book.version, {"path": str(self.pipe.path)})
+            self.run_id = self.ledger.start_run("query", self.name, self.pipe.price_book.version, {"path": str(self.pipe.path)},
+                                                replica=self.replica)
 
     def state(self, text: str, filter: Optional[dict] = None, k: Optional[int] = None,
               tenant: Optional[str] = None, id: Optional[str] = None) -> QueryState:
@@ -211,7 +213,7 @@ class Session:
             return
         if self.run_id is None:
             self.warm_up()
-        self.ledger.record_query(self.run_id, answer.ledger_query(), answer.rows)
+        self.ledger.record_query(self.run_id, self._row(answer), answer.rows)
 
     def record_many(self, answers: list[Answer]) -> None:
         """Write several answers' rows in one transaction (a group commit: all or none)."""
@@ -219,7 +221,10 @@ class Session:
             return
         if self.run_id is None:
             self.warm_up()
-        self.ledger.record_queries(self.run_id, [(a.ledger_query(), a.rows) for a in answers])
+        self.ledger.record_queries(self.run_id, [(self._row(a), a.rows) for a in answers])
+
+    def _row(self, answer: Answer) -> dict[str, Any]:
+        return {**answer.ledger_query(), "replica": self.replica}
 
     def query(self, text: str, filter: Optional[dict] = None, k: Optional[int] = None,
               tenant: Optional[str] = None) -> Answer:

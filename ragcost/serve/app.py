@@ -220,13 +220,14 @@ def _outcome(a: Answer) -> str:
 
 
 def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first: bool = False,
-              tracer_provider: Any = None) -> Starlette:
+              tracer_provider: Any = None, replica: Optional[str] = None) -> Starlette:
     """``warm_first``: warm up before accepting connections. uvicorn's ``--workers N`` share one
     listening socket and a worker accepts only once its startup is done, so a cold worker then never
     takes a request (it would answer 503 while a warm sibling says ready). One worker warms in the
     background instead, so ``/healthz`` answers and ``/readyz`` says 503 meanwhile.
-    ``tracer_provider``: where request spans go when the pipeline has tracing on (default: the global one)."""
-    svc = Service(pipeline, ledger_url, tracer_provider)
+    ``tracer_provider``: where request spans go when the pipeline has tracing on (default: the global one).
+    ``replica``: this server's name on its ledger rows and metrics (:mod:`ragcost.serve.replica`)."""
+    svc = Service(pipeline, ledger_url, tracer_provider=tracer_provider, replica=replica)
 
     @asynccontextmanager
     async def lifespan(app):

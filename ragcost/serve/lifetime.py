@@ -16,6 +16,10 @@ from ragcost.cost.lifetime import HEARTBEAT_S, Lifetime
 HEARTBEAT_ENV = "RAGCOST_HEARTBEAT_S"  # seconds between heartbeats (tests shorten it)
 
 
+def heartbeat_s() -> float:
+    return float(os.environ.get(HEARTBEAT_ENV) or HEARTBEAT_S)
+
+
 def start_serve_lifetime(svc) -> Optional[Lifetime]:
     """Record that this server process started; None when the session writes no ledger."""
     from ragcost.cost.ledger import Ledger
@@ -25,9 +29,10 @@ def start_serve_lifetime(svc) -> Optional[Lifetime]:
     session = svc.session
     if session.ledger is None:
         return None
-    interval = float(os.environ.get(HEARTBEAT_ENV) or HEARTBEAT_S)
+    interval = heartbeat_s()
     ledger = Ledger(session.ledger.url)
-    return Lifetime(ledger, "serve", session.name, session.pipe.config.resource, interval_s=interval).start()
+    return Lifetime(ledger, "serve", session.name, session.pipe.config.resource, interval_s=interval,
+                    replica=session.replica).start()
 
 
 def stop_serve_lifetime(life: Optional[Lifetime]) -> None:

@@ -1,4 +1,9 @@
-"""Prometheus metrics in a registry of the app's own (so two apps in one process never collide)."""
+"""Prometheus metrics in a registry of the app's own (so two apps in one process never collide).
+
+Every sample carries ``replica`` (the server's name, :mod:`ragcost.serve.replica`): one value per
+server, so replicas behind one load balancer aggregate with ``sum by (...)`` and split with
+``by (replica)`` without relying on the scrape's ``instance`` label.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +11,10 @@ from typing import Any, Optional
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, replica: str = "-") -> None:
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+        self.replica = replica
         self.registry = CollectorRegistry()
         r = self.registry
         self.stage_seconds = Histogram("ragcost_stage_seconds", "wall seconds of a stage call", ["stage"], registry=r,
@@ -76,4 +82,19 @@ class Metrics:
     def render(self) -> tuple[bytes, str]:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        return generate_latest(_Labelled(self.registry, {"replica": self.replica})), CONTENT_TYPE_LATEST
+
+
+class _Labelled:
+    """A registry's samples with constant labels added (what ``generate_latest`` reads: ``collect()``)."""
+
+    def __init__(self, registry: Any, labels: dict[str, str]) -> None:
+        self.registry, self.labels = registry, labels
+
+    def collect(self):
+        from prometheus_client.metrics_core import Metric
+
+        for fam in self.registry.collect():
+            out = Metric(fam.name, fam.documentation, fam.type, fam.unit)
+            out.samples = [s._replace(labels={**s.labels, **self.labels}) for s in fam.samples]
+            yield out

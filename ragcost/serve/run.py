@@ -48,7 +48,7 @@ def app_factory():
 
 
 def serve(pipeline: Path, host: str = "127.0.0.1", port: int = 8080, workers: int = 1,
-          ledger_url: Optional[str] = None, log_level: str = "info") -> None:
+          ledger_url: Optional[str] = None, log_level: str = "info", replica: Optional[str] = None) -> None:
     """Run until SIGTERM/SIGINT: stop accepting, finish the requests in flight, flush the ledger, exit 0."""
     import uvicorn
 
@@ -57,6 +57,12 @@ def serve(pipeline: Path, host: str = "127.0.0.1", port: int = 8080, workers: in
     pipe = Pipeline.load(pipeline)
     check_workers(workers, ledger_url or pipe.config.store_url, pipe.config.store_url)
     check_open(host, pipe.config.serve.keys, pipe.loaded.where(["serve"]))
+    from ragcost.serve import replica as rep
+    from ragcost.serve.lifetime import heartbeat_s
+
+    name = rep.check_replica(replica) if replica else (pipe.config.serve.replica or rep.default_replica(port))
+    os.environ[rep.ENV] = name  # this process's app and every --workers process: one replica
+    rep.announce(rep.warn_if_alive(ledger_url or pipe.config.store_url, pipe.config.name, name, heartbeat_s()))
     # uvicorn drains on SIGTERM, then re-raises the signal it caught; a handler of ours absorbs
     # that re-raise, so a drained server exits 0 (what process managers expect of a clean stop).
     signal.signal(signal.SIGTERM, lambda *_: None)
@@ -71,7 +77,7 @@ def serve(pipeline: Path, host: str = "127.0.0.1", port: int = 8080, workers: in
     if workers == 1:
         from ragcost.serve.app import build_app
 
-        uvicorn.run(build_app(pipeline, ledger_url), **common)
+        uvicorn.run(build_app(pipeline, ledger_url, replica=name), **common)
         return
     os.environ[_ENV] = str(Path(pipeline).resolve())
     if ledger_url:

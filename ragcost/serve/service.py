@@ -24,14 +24,18 @@ IDLE_FULL_MIN_S = 10.0  # an idle server collects at most this often (and only a
 
 
 class Service:
-    def __init__(self, pipeline: str | Path, ledger_url: Optional[str] = None, tracer_provider: Any = None) -> None:
+    def __init__(self, pipeline: str | Path, ledger_url: Optional[str] = None, tracer_provider: Any = None,
+                 replica: Optional[str] = None) -> None:
+        from ragcost.serve.replica import replica_name
+
         self.session = Session(pipeline, ledger_url=ledger_url)
         cfg = self.session.pipe.config.serve
+        self.replica = self.session.replica = replica_name(replica, cfg.replica)
         self.config = cfg
         where = self.session.pipe.loaded.where
         self.keys = load_keys(cfg.keys, self.session.pipe.base, where(["serve", "keys"]), cfg.keys_reload_s)
         self.metrics_token = read_secret(cfg.metrics_key, self.session.pipe.base, where(["serve", "metrics_key"]))
-        self.metrics = Metrics()
+        self.metrics = Metrics(self.replica)
         self.metrics.known_tenants(self.keys.tenants)
         self.batcher = Batcher(self.session, cfg.batch_window_ms, cfg.max_batch, cfg.max_queue, self.metrics,
                                by_deadline=cfg.admission == "deadline", render=public_bytes)

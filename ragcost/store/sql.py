@@ -17,6 +17,7 @@ from ragcost.config.fields import FieldType, OutOfRange
 from ragcost.errors import StoreError
 from ragcost.records import SourceDocument
 from ragcost.store.base import DocumentRecord, store_registry
+from ragcost.store.ddl import ddl_lock
 from ragcost.store.filters import VALUE_COLUMN, compile_filter, parse_filter
 from ragcost.store.sql_errors import database_error, shown_url, translated
 from ragcost.store.sql_schema import Tables, migrate
@@ -63,6 +64,7 @@ class SQLStore:
                 return self
             self.engine = sa.create_engine(url)
             with self.engine.begin() as conn:
+                ddl_lock(conn, f"store:{self.collection}")  # replicas (and --workers) opening one PostgreSQL store at once
                 self.tables.md.create_all(conn)
                 migrate(conn, self.tables, self.fields, self._where)
         except StoreError:

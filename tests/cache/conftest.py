@@ -39,19 +39,6 @@ def pipeline(folder: Path, **overrides):
 
 
 @pytest.fixture
-def redis_url():
-    import os
-
-    url = os.environ.get("RAGCOST_TEST_REDIS_URL")
-    if not url:
-        if os.environ.get("RAGCOST_REQUIRE_REDIS"):
-            pytest.fail("RAGCOST_REQUIRE_REDIS is set but RAGCOST_TEST_REDIS_URL is not (see scripts/start_redis.sh)")
-        pytest.skip("Redis tests need RAGCOST_TEST_REDIS_URL (eval \"$(scripts/start_redis.sh)\")")
-    pytest.importorskip("redis")
-    return url
-
-
-@pytest.fixture
 def own_redis(tmp_path):
     """A redis-server of this test's own on a free port, which the test may stop and start again."""
     import shutil

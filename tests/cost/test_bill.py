@@ -72,6 +72,43 @@ class TestProvisionedHours:
                  {"resource": "cpu", "host": "b", "started_at": T0, "stopped_at": T0 + H}]
         assert provisioned_hours(lives, None, None) == {"cpu": pytest.approx(4.0, abs=1e-12)}
 
+    def test_two_replicas_on_one_host_hold_two_instances_their_workers_one_each(self):
+        lives = [{"resource": "cpu", "host": "a", "replica": "r1", "started_at": T0, "stopped_at": T0 + 2 * H},
+                 {"resource": "cpu", "host": "a", "replica": "r1", "started_at": T0 + H, "stopped_at": T0 + 2 * H},  # r1's worker
+                 {"resource": "cpu", "host": "a", "replica": "r2", "started_at": T0, "stopped_at": T0 + H}]
+        assert provisioned_hours(lives, None, None) == {"cpu": pytest.approx(3.0, abs=1e-12)}
+
+    def test_the_bill_splits_by_replica_and_the_replicas_plus_storage_are_the_total(self, tmp_path):
+        from ragcost.cost.bill import by_replica
+
+        book = load_price_book(_book(tmp_path, BOOK.replace("fleet:\n  gpu: {count: 1, note: \"one vLLM server, always on\"}\n", "")))
+        cpu = lambda sec: stage_row(UsageRecord(stage="embed", resource="cpu", wall_seconds=sec, cpu_seconds=sec), book)
+        qrows, srows = [], []
+        for i, (rep, sec) in enumerate([("r1", 36.0), ("r1", 36.0), ("r2", 72.0)]):
+            qrows.append({"query_id": f"q{i}", "replica": rep, "at": T0 + timedelta(minutes=10 + i), "useful": 1})
+            for r in (cpu(sec), storage_row(2**20, 2**20, book)):
+                srows.append({**r, "query_id": f"q{i}"})
+        lives = [{"resource": "cpu", "host": "a", "replica": "r1", "started_at": T0, "stopped_at": T0 + 2 * H},
+                 {"resource": "cpu", "host": "a", "replica": "r2", "started_at": T0, "stopped_at": T0 + H}]
+        bill = build_bill(qrows, srows, lives, book)
+        per = {r["replica"]: r for r in by_replica(qrows, srows, lives, book, T0, T0 + 2 * H)}
+        # 72 CPU-s on 2 vCPUs = 36 vCPU-s busy = 0.01 h a replica; 2 h and 1 h provisioned
+        assert per["r1"]["resources"] == [{"resource": "cpu", "provisioned_hours": pytest.approx(2.0),
+                                           "busy_hours": pytest.approx(0.01), "utilization": pytest.approx(0.005)}]
+        assert per["r2"]["resources"][0]["provisioned_hours"] == pytest.approx(1.0)
+        assert per["r2"]["resources"][0]["utilization"] == pytest.approx(0.01)
+        assert per["r1"]["usd_fully_loaded"] == pytest.approx(2 * 0.36) and per["r2"]["usd_fully_loaded"] == pytest.approx(0.36)
+        assert (per["r1"]["queries"], per["r2"]["queries"]) == (2, 1)
+        storage = next(x.usd_fully_loaded for x in bill.resources if x.resource == "storage")
+        assert sum(r["usd_fully_loaded"] for r in per.values()) + storage == pytest.approx(bill.usd_fully_loaded)
+        line = next(x for x in bill.resources if x.resource == "cpu")
+        assert line.provisioned_hours == pytest.approx(3.0) and line.utilization == pytest.approx(0.02 / 3.0)
+        from ragcost.cli.report import replica_lines
+
+        shown = replica_lines(list(per.values()))
+        assert shown[0].startswith("replica r1: 2 queries; cpu provisioned 2 h, busy 0.01 h (0.5% utilized); fully loaded $0.72")
+        assert "storage not included" in shown[0] and shown[1].startswith("replica r2: 1 queries; cpu provisioned 1 h")
+
     def test_a_window_clips_and_a_crash_ends_at_the_last_heartbeat(self):
         lives = [{"resource": "cpu", "host": "a", "started_at": T0, "heartbeat_at": T0 + 90 * timedelta(minutes=1),
                   "stopped_at": None}]

@@ -130,6 +130,14 @@ class TestLabels:
         for tenant in ("acme", "globex"):
             assert usd[tenant] == pytest.approx(sum(q["cost_usd"] for q in qrows if q["tenant"] == tenant), rel=1e-9)
 
+    def test_every_sample_carries_the_servers_replica_name_and_so_do_its_ledger_rows(self, metered):
+        s, p = metered
+        assert httpx.post(s.url + "/v1/query", headers=ACME, json={"text": "api limits"}).status_code == 200
+        samples = [smp for fam in text_string_to_metric_families(_scrape(s)) for smp in fam.samples]
+        assert samples and {smp.labels.get("replica") for smp in samples} == {s.service.replica}
+        qrows = [q for q in ledger_rows(p)[0] if q["run_id"] == s.service.session.run_id]
+        assert qrows and {q["replica"] for q in qrows} == {s.service.replica}
+
     def test_the_tenant_label_is_bounded_by_the_keys_file(self):
         from ragcost.serve.metrics import Metrics
 
@@ -187,3 +195,12 @@ class TestGrafanaDashboard:
         exprs.append(next(v for v in dash["templating"]["list"] if v["name"] == "tenant")["definition"])
         used = {m for e in exprs for m in re.findall(r"\bragcost_[a-z_]+", e)}
         assert used and used <= exported, used - exported
+
+    def test_every_query_can_be_narrowed_to_some_replicas_and_some_panels_split_by_replica(self, dash):
+        for p in dash["panels"]:
+            for t in p["targets"]:
+                selectors = re.findall(r"\bragcost_[a-z_]+(\{[^}]*\})?", t["expr"])
+                assert selectors and all('replica=~"$replica"' in sel for sel in selectors), (p["title"], t["expr"])
+        split = [p["title"] for p in dash["panels"] if any("by (replica)" in t["expr"] or "by (le, replica)" in t["expr"]
+                                                          for t in p["targets"])]
+        assert len(split) >= 4, split
