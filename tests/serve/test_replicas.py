@@ -35,6 +35,9 @@ def shared_redis(redis_url):
         r.delete(key)
 
 
+REFRESH_S = 0.5  # the cache stage's refresh_s here (default 1 s)
+
+
 class Replica:
     def __init__(self, pipeline: Path, replica: str | None) -> None:
         self.port = free_port()
@@ -59,6 +62,11 @@ class Replica:
                 pass
             time.sleep(0.2)
         raise AssertionError("replica not ready in time")
+
+    def output(self) -> str:
+        """What the server printed so far (its warnings), without waiting for more."""
+        os.set_blocking(self.proc.stdout.fileno(), False)
+        return (self.proc.stdout.read() or b"").decode(errors="replace")[-3000:]
 
     def stop(self, sig: int) -> int:
         if self.proc.poll() is None:
@@ -116,7 +124,7 @@ async def _load(a: Replica, b: Replica, per_replica: int, kill_b_after: int) -> 
 def test_two_replicas_share_ledger_and_cache_and_a_killed_one_loses_no_acknowledged_query(tmp_path, postgres_url, shared_redis):
     name = f"rep{uuid.uuid4().hex[:8]}"
     write_corpus(tmp_path / "kb.jsonl")
-    stages = [{"type": "cache", "backend": "redis", "url": shared_redis, "tiers": ["exact"]}, {"type": "retrieve", "k": 3},
+    stages = [{"type": "cache", "backend": "redis", "url": shared_redis, "tiers": ["exact"], "refresh_s": REFRESH_S}, {"type": "retrieve", "k": 3},
               {"type": "generate", "backend": "extractive"}, {"type": "cache_write"}]
     pipe = write_pipeline(tmp_path, name=name, store=postgres_url, stages=stages,
                           serve={"batch_window_ms": 10, "max_batch": 64, "max_queue": 512})
@@ -131,8 +139,13 @@ def test_two_replicas_share_ledger_and_cache_and_a_killed_one_loses_no_acknowled
 
         first = _query(a.url, "How do I get a refund?")
         assert first["cache"]["tier"] == "miss"
+        import redis
+
+        entries = lambda: list(redis.Redis.from_url(shared_redis).scan_iter(f"rc:{name}:e:*"))  # noqa: E731
+        assert len(entries()) == 1, f"replica A stored {len(entries())} cache entries; its output: {a.output()}"
+        time.sleep(REFRESH_S + 0.2)  # a replica reads what others wrote at most every refresh_s (its mirror)
         again = _query(b.url, "How do I get a refund?")
-        assert again["cache"] is not None and again["cache"]["tier"] == "exact", again  # A's answer, served by B
+        assert again["cache"] is not None and again["cache"]["tier"] == "exact", (again, b.output())  # A's answer, served by B
         assert again["answer"] == first["answer"]
 
         b_metrics = httpx.get(b.url + "/metrics", timeout=10).text
