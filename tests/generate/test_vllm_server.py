@@ -97,9 +97,12 @@ class TestAgainstARealVllmServer:
 
         (tmp_path / "book.yaml").write_text(BOOK_YAML)
         write_corpus(tmp_path / "kb.jsonl")
-        # 96 tokens a stream: with 12, vLLM could send a whole answer before the client read its
-        # first chunk, so the kill found nothing in flight and no cut stream was billed.
-        gen = {"type": "generate", **vllm_params(server, tiny_model, max_tokens=96, context_tokens=40), "concurrency": 2,
+        # Three streams at a time, in waves (ignore_eos: every answer is 160 tokens, so a wave ends together).
+        # The first wave is answered; the kill comes at the first text of the second wave's last stream, so
+        # three answers are a few tokens of 160 in (the prompt is ~60 of the model's 256), and the third wave
+        # waits. With two streams of 96 and the kill at the third query's first text, a loaded CI box had
+        # sent the second pair's whole answers before the client read a chunk: nothing was cut.
+        gen = {"type": "generate", **vllm_params(server, tiny_model, max_tokens=160, context_tokens=40), "concurrency": 3,
                "fallback": [{**vllm_params(server, tiny_model), "label": "small", "resource": "small-llm"},
                             {"backend": "extractive"}]}
         kb = write_pipeline(tmp_path, pricing=str(tmp_path / "book.yaml"), resource="cpu",
@@ -110,16 +113,17 @@ class TestAgainstARealVllmServer:
         pipe = Pipeline.load(kb)
         started: list[str] = []
 
-        def kill_on_third_query(state, kind, text):
+        def kill_on_sixth_query(state, kind, text):
             if kind == "text" and state.id not in started:
                 started.append(state.id)
-                if len(started) == 3:
-                    server.kill()  # SIGKILL while two streams are in flight and three queries wait
+                if len(started) == 6:
+                    server.kill()  # SIGKILL while three streams are in flight and three queries wait
 
         [g] = [s for s in pipe.stages() if s.type == "generate"]
-        g.on_event = kill_on_third_query
+        g.on_event = kill_on_sixth_query
         items = [(f"q{i}", t) for i, t in enumerate(["refund window?", "reset my password", "download invoices",
-                                                      "two-factor login", "API rate limit", "cancel subscription"])]
+                                                      "two-factor login", "API rate limit", "cancel subscription",
+                                                      "export my data", "change billing email", "delete account"])]
         try:
             run = run_queries(pipe, items)
         finally:
@@ -145,7 +149,7 @@ class TestAgainstARealVllmServer:
 
         with Ledger(pipe2.config.store_url) as led:
             qrows, srows = led.read()
-        assert len(qrows) == 8 and sum(q["ok"] for q in qrows) == 6
+        assert len(qrows) == 11 and sum(q["ok"] for q in qrows) == 9
         assert sum(r["failures"] for r in srows) == sum(c.record.failures for c in run.calls + run2.calls)
         ledger_usd = sum(r["cost_usd"] for r in srows)
         assert ledger_usd == pytest.approx(run.total_usd + run2.total_usd)
