@@ -14,11 +14,13 @@ for a shard of that size. Pass: recall 1.0; the p50 fields say whether the actor
 
 The variants run interleaved (each query, and each batch ``--batch-repeats`` times, through every
 variant in turn, the order rotating), so the machine's load falls on all alike: ``in_process``;
-``actors`` (the served index); ``actors_put`` (the query matrix put in the object store once per
-fan-out, the path before small matrices went by value); ``noop_fanout`` (the same four calls with
-the matrix to an actor method that does nothing: Ray's per-fan-out floor, no search, no merge).
-``--compiled`` replaces ``actors_put`` with the same search through a Ray Compiled Graph
-(shared-memory channels; bench/out/shard_actors_compiled.json).
+``actors`` (the served index as configured by default, ``channel: tcp``: each search straight to the
+actors over their sockets); ``actors_ray`` (the same actors, ``channel: ray``: each search a Ray actor
+call, the matrix inlined); ``noop_fanout`` (four Ray calls with the matrix to an actor method that
+does nothing: Ray's per-fan-out floor, no search, no merge); ``noop_channel`` (the same over the
+channels: the sockets' floor). ``--compiled`` replaces ``actors_ray``
+with the same search through a Ray Compiled Graph (shared-memory channels;
+bench/out/shard_actors_compiled.json).
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ def main() -> None:
     ap.add_argument("--cpus-per-shard", type=float, default=0.5)
     ap.add_argument("--batch-repeats", type=int, default=3, help="times each batch runs per variant")
     ap.add_argument("--compiled", action="store_true", help="add a variant through a Ray Compiled Graph over the "
-                    "same actors (shared-memory channels), in place of actors_put; writes shard_actors_compiled.json")
+                    "same actors (shared-memory channels), in place of actors_ray; writes shard_actors_compiled.json")
     args = ap.parse_args()
     if args.compiled:  # its first call sets the graph up (seconds on a loaded machine): past Ray's 10 s default
         os.environ.setdefault("RAY_CGRAPH_get_timeout", "300")
@@ -76,7 +78,6 @@ def main() -> None:
     from ragcost.cost.capacity import index_structure_bytes
     from ragcost.index import index_registry
     from ragcost.index.sharded import new_index
-    from ragcost.runtime import shard_actors
     from ragcost.runtime.shard_actors import served_class
     from tests.ray_cluster import LocalRayCluster
 
@@ -112,23 +113,29 @@ def main() -> None:
             load0 = os.getloadavg()[0]
             # A/B interleaved: each query (and each batch) runs through every variant in turn, the order
             # rotating, so load from the other users of the machine falls on all of them alike.
-            # actors_put: the query matrix put in the object store once per fan-out (the path before
-            # small matrices went by value), kept to show what that cost.
+            # actors_ray: the same actors with the channels set aside, every search a Ray call.
             def variant(name: str):
                 if name == "noop_fanout":  # the same 4 calls with the matrix, no search: Ray's floor
                     def ping(b):
                         return ray.get([a.ping.remote(np.ascontiguousarray(b, np.float32)) for a in remote.actors])
                     return lambda v: ping(v), ping
+                if name == "noop_channel":  # the same requests over the channels, no search: the sockets' floor
+                    def ping_channel(b):
+                        b = np.ascontiguousarray(b, np.float32)
+                        for c in clients:
+                            c.send({"op": "ping"}, [("queries", b)])
+                        return [c.receive(60) for c in clients]
+                    return lambda v: ping_channel(v), ping_channel
 
                 def run(b):
-                    shard_actors.INLINE_BYTES = -1 if name == "actors_put" else inline
+                    remote._clients = [] if name == "actors_ray" else clients  # [] : every search a Ray call
                     return local.search(b, 10) if name == "in_process" else remote.search(b, 10)
                 def one(v):
-                    shard_actors.INLINE_BYTES = -1 if name == "actors_put" else inline
+                    remote._clients = [] if name == "actors_ray" else clients
                     return local.search_one(v[0], 10) if name == "in_process" else remote.search_one(v[0], 10)
                 return one, run
-            inline = shard_actors.INLINE_BYTES
-            names = ("in_process", "actors", "compiled" if args.compiled else "actors_put", "noop_fanout")
+            clients = remote._clients
+            names = ("in_process", "actors", "compiled" if args.compiled else "actors_ray", "noop_fanout", "noop_channel")
             fns = {n: variant(n) for n in names}
             if args.compiled:
                 fns["compiled"], dag = compiled_variant(remote)
@@ -149,7 +156,7 @@ def main() -> None:
                     for j in range(len(names)):
                         n = names[(i + j + rep) % len(names)]
                         per_batch[n].append(C.time_call(lambda: fns[n][1](b)))
-            shard_actors.INLINE_BYTES = inline
+            remote._clients = clients
             if args.compiled:
                 dag.teardown()
             reports = remote.take_reports()

@@ -22,6 +22,9 @@ class ServeShards(Strict):
                                           "searched in parallel, top k merged")
     address: Optional[str] = Field(None, description="the Ray cluster the shard actors run on: its GCS host:port, "
                                    "ray://host:port or auto; null = the pipeline's ray.address, else auto")
+    channel: Literal["tcp", "ray"] = Field("tcp", description="how a search reaches a shard actor: tcp, a persistent "
+                                           "socket straight to the actor (Ray starts, restarts and retries it); ray, "
+                                           "a Ray actor call per search (1-2 ms more per fan-out)")
     connect_timeout_s: float = Field(10.0, gt=0, le=600, description="a cluster that does not answer within this is an error naming the address")
     cpus_per_shard: float = Field(1.0, gt=0, description="CPUs each shard actor reserves (its search threads)")
     max_restarts: int = Field(1, ge=0, le=100, description="times Ray restarts a dead shard actor; a failed call is retried once")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 import zipfile
 from dataclasses import dataclass, field
@@ -77,6 +78,24 @@ class ShardActor:
         t0, c0 = time.perf_counter(), time.thread_time()
         s, lb = scan_rows(self.vectors, self.labels, queries, k, rows_for_labels(self.labels, allowed))
         return {"scores": s, "labels": lb, "exact_rows": NO_ROWS, **self._spent(t0, c0)}
+
+    def endpoint(self, token: str) -> list:
+        """(host, port) of this actor's direct channel (:mod:`ragcost.runtime.shard_channel`), opened on first ask."""
+        from ragcost.runtime.shard_channel import ChannelServer
+
+        if getattr(self, "_channel", None) is None:
+            self._channel = ChannelServer(self.where["node"], token.encode(), self._on_channel)
+        return list(self._channel.address)
+
+    def _on_channel(self, op: str, header: dict, arrays: dict) -> dict:
+        q, allowed = arrays["queries"], arrays.get("allowed")
+        if op == "scan":
+            return self.scan(q, int(header["k"]), allowed)
+        if op == "search":
+            return self.search(q, int(header["k"]), header.get("params"), allowed)
+        if op == "ping":
+            return {}
+        raise ValueError(f"unknown op {op!r}")
 
     def ping(self, queries: np.ndarray) -> None:
         """No work: what one call costs Ray alone (``bench/shard_actors.py`` measures that floor)."""
@@ -156,6 +175,9 @@ class RayServedIndex(VectorIndex):
         self._ray: Any = None
         self._owns = False
         self._held: list[tuple] = []
+        self._token = ""
+        self._clients: list[Any] = []  # per shard: its ChannelClient, None until (re)opened; [] with channel: ray
+        self._lock = threading.Lock()  # one fan-out at a time on the channels (a connection serves one request)
 
     # ---- start and stop -------------------------------------------------------------------
     def start(self, path: Path, vectors: np.ndarray, labels: np.ndarray, opts: RayOptions, index_bytes: int) -> None:
@@ -191,6 +213,13 @@ class RayServedIndex(VectorIndex):
         self._count = int(edges[-1])
         self._bytes = int(index_bytes)
         self.placement = ray.get([a.info.remote() for a in self.actors], timeout=max(serve.timeout_s, 120))
+        if serve.channel == "tcp":
+            import secrets
+
+            self._token = secrets.token_hex(32)
+            self._clients = [None] * len(self.actors)
+            for i in range(len(self.actors)):
+                self._client(i)
 
     def close(self) -> None:
         if self._ray is None:
@@ -200,7 +229,10 @@ class RayServedIndex(VectorIndex):
                 self._ray.kill(a, no_restart=True)
             except Exception:  # an actor already gone  # noqa: BLE001
                 pass
-        self.actors, self._held = [], []
+        for c in self._clients:
+            if c is not None:
+                c.close()
+        self.actors, self._held, self._clients = [], [], []
         if self._owns:
             self._ray.shutdown()
         self._ray, self._owns = None, False
@@ -239,24 +271,42 @@ class RayServedIndex(VectorIndex):
             parts = {i: allowed[a:b] for i, (a, b) in enumerate(zip(starts, stops)) if b > a}
         # A small matrix goes by value: Ray inlines it in each call, where a ray.put would make every actor
         # on another node pull it from this node's object store first (measured: 2.5x the fan-out's time).
-        qref = self._ray.put(queries) if len(parts) > 1 and queries.nbytes > INLINE_BYTES else queries
+        held: list[Any] = []
 
         def send(i: int):
+            if not held:
+                held.append(self._ray.put(queries) if len(parts) > 1 and queries.nbytes > INLINE_BYTES else queries)
+            qref = held[0]
             fn = getattr(self.actors[i], method)
             return fn.remote(qref, k, parts[i]) if method == "scan" else fn.remote(qref, k, params, parts[i])
 
-        refs = {i: send(i) for i in parts}
-        deadline = time.monotonic() + self.config.serve.timeout_s  # one timeout for the whole fan-out
-        first = self._get_all(list(refs.values()))
         report = CallReport(len(self.actors))
-        scores, labels, exact = [], [], [NO_ROWS]
+        answers: dict[int, dict] = {}
+        channel_failed: set[int] = set()
+        if self._clients:
+            with self._lock:
+                answers, channel_failed = self._over_channels(method, queries, k, params, parts)
+        rest = [i for i in parts if i not in answers]
+        refs = {i: send(i) for i in rest}
+        deadline = time.monotonic() + self.config.serve.timeout_s  # one timeout for the whole fan-out
+        first = self._get_all(list(refs.values())) if refs else []
         for j, (i, ref) in enumerate(refs.items()):
-            call = ShardCall(i)
+            call = ShardCall(i, retried=i in channel_failed)
             got = first[j] if first is not None else self._get(ref, call, max(deadline - time.monotonic(), 0.0))
             if got is None and self.config.serve.max_restarts > 0 and self._back(i):
                 call.retried = True  # it died and Ray restarted it: send the call once more
                 got = self._get(send(i), call, self.config.serve.timeout_s)
+            if got is not None and self._clients:
+                self._drop_client(i)  # answered through Ray: the channel is reopened (a restarted actor has a new one)
+            answers[i] = got
             report.calls.append(call)
+        scores, labels, exact = [], [], [NO_ROWS]
+        calls = {c.shard: c for c in report.calls}
+        report.calls = []
+        for i in parts:
+            call = calls.get(i) or ShardCall(i)
+            report.calls.append(call)
+            got = answers.get(i)
             if got is None:
                 continue
             call.failed = None
@@ -270,6 +320,54 @@ class RayServedIndex(VectorIndex):
             empty = np.zeros((len(queries), 0))
             return FilteredResult(*merge_top_k([empty.astype(np.float32)], [empty.astype(np.int64)], k), NO_ROWS)
         return FilteredResult(*merge_top_k(scores, labels, k), np.unique(np.concatenate(exact)).astype(np.int64))
+
+    def _over_channels(self, method: str, queries: np.ndarray, k: int, params: Optional[dict],
+                       parts: dict[int, Optional[np.ndarray]]) -> tuple[dict[int, dict], set[int]]:
+        """Every shard's answer over its direct channel: the request to each, then each reply, so they search
+        at once. Returns the answers and the shards whose channel failed (asked through Ray next)."""
+        from ragcost.runtime.shard_channel import ChannelError
+
+        answers: dict[int, dict] = {}
+        failed: set[int] = set()
+        sent = []
+        header = {"op": method, "k": int(k), "params": params}
+        for i, allowed in parts.items():
+            client = self._client(i)
+            if client is None:
+                failed.add(i)
+                continue
+            try:
+                client.send(header, [("queries", queries)] + ([("allowed", allowed)] if allowed is not None else []))
+                sent.append(i)
+            except ChannelError:
+                self._drop_client(i)
+                failed.add(i)
+        deadline = time.monotonic() + self.config.serve.timeout_s
+        for i in sent:
+            try:
+                answers[i] = self._clients[i].receive(deadline - time.monotonic())
+            except ChannelError:
+                self._drop_client(i)
+                failed.add(i)
+        return answers, failed
+
+    def _client(self, i: int) -> Any:
+        """Shard ``i``'s channel, asking its actor for the endpoint when there is none; None if it does not answer."""
+        from ragcost.runtime.shard_channel import ChannelClient
+
+        if self._clients[i] is None:
+            ray, serve = self._ray, self.config.serve
+            try:
+                host, port = ray.get(self.actors[i].endpoint.remote(self._token), timeout=serve.timeout_s)
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError, ray.exceptions.RayTaskError):
+                return None
+            self._clients[i] = ChannelClient((str(host), int(port)), self._token.encode(), serve.connect_timeout_s)
+        return self._clients[i]
+
+    def _drop_client(self, i: int) -> None:
+        if self._clients and self._clients[i] is not None:
+            self._clients[i].close()
+            self._clients[i] = None
 
     def _back(self, i: int) -> bool:
         """Whether shard ``i``'s actor answers again (restarted by Ray) within ``timeout_s``."""

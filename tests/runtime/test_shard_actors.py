@@ -9,6 +9,7 @@ the answer, its JSON and the ledger -- never silently fewer documents.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 
 import numpy as np
@@ -68,6 +69,34 @@ def test_actors_give_the_in_process_sharded_top_10_and_spread_over_both_nodes(se
     assert len(remote) == N and remote.nbytes() == local.nbytes()
     report = remote.take_reports()[-1]
     assert report.missing == [] and all(c.cpu_seconds > 0 and c.node for c in report.calls)
+
+
+def test_searches_go_over_the_channels_and_through_ray_give_the_same(served):
+    local, remote, x, labels = served
+    q = _vectors(32, DIM, seed=4)
+    _, via_channel = remote.search(q, 10)
+    assert remote.config.serve.channel == "tcp" and all(c is not None and c.sock is not None for c in remote._clients)
+    assert [c.retried for c in remote.take_reports()[-1].calls] == [False] * SHARDS
+    clients, remote._clients = remote._clients, []  # channel: ray, on the same actors
+    try:
+        _, via_ray = remote.search(q, 10)
+    finally:
+        remote._clients = clients
+    assert np.array_equal(via_channel, via_ray) and np.array_equal(via_ray, local.search(q, 10)[1])
+
+
+def test_a_broken_channel_is_asked_through_ray_then_reopened(served):
+    local, remote, x, labels = served
+    q = _vectors(8, DIM, seed=5)
+    remote.search(q, 10)
+    remote._clients[1].sock.shutdown(socket.SHUT_RDWR)  # the connection breaks under the driver
+    _, got = remote.search(q, 10)
+    assert np.array_equal(got, local.search(q, 10)[1])  # answered whole
+    call = next(c for c in remote.take_reports()[-1].calls if c.shard == 1)
+    assert call.retried and call.failed is None and call.cpu_seconds > 0  # through Ray, and the report says so
+    remote.search(q, 10)
+    assert remote._clients[1] is not None and remote._clients[1].sock is not None  # the channel is back
+    assert not any(c.retried for c in remote.take_reports()[-1].calls)
 
 
 def test_filtered_search_and_the_exact_scan_work_per_shard(served):
