@@ -115,6 +115,7 @@ def test_the_judge_fit_on_half_the_queries_predicts_the_other_half(shared_data, 
     ratio_useful = res["useful"] / q["predicted"]
     ratio = priced / test.usd_per_useful
     by_stage = {x["stage"]: round(x["usd"] / test.total_usd, 3) for x in res["stages"]}
+    print(f"{name} eval per stage ÷ eval's total:", {x["stage"]: round(x["usd"] / test.total_usd, 3) for x in test.stages})
     print(f"{name} query time: {res['useful']:.1f} expected useful (eval-side prediction {q['predicted']:.1f}), "
           f"${priced:.4g}/useful vs eval ${test.usd_per_useful:.4g}/useful: ratio {ratio:.3f} "
           f"(the three runs {', '.join(f'{r[0] / test.usd_per_useful:.3f}' for r in runs)}; per stage ÷ eval's total {by_stage}; "
