@@ -37,6 +37,10 @@ from ragcost.index.sharded import merge_top_k, sharded_class
 # Query matrices up to this size travel inside each call (Ray inlines arguments under its 100 KiB
 # max_direct_call_object_size); larger ones are put in the object store once and shared by every shard.
 INLINE_BYTES = 64 * 1024
+# A shard's channel that cannot be connected to (a firewall between the nodes, a dead actor's port) is not
+# tried again for this long: its searches go through Ray meanwhile, not a connect timeout each.
+CHANNEL_CONNECT_S = 1.0
+CHANNEL_BACKOFF_S = 30.0
 
 
 class ShardActor:
@@ -178,6 +182,7 @@ class RayServedIndex(VectorIndex):
         self._token = ""
         self._clients: list[Any] = []  # per shard: its ChannelClient, None until (re)opened; [] with channel: ray
         self._lock = threading.Lock()  # one fan-out at a time on the channels (a connection serves one request)
+        self._channel_after: dict[int, float] = {}  # shard -> when its unreachable channel is tried again
 
     # ---- start and stop -------------------------------------------------------------------
     def start(self, path: Path, vectors: np.ndarray, labels: np.ndarray, opts: RayOptions, index_bytes: int) -> None:
@@ -325,13 +330,15 @@ class RayServedIndex(VectorIndex):
                        parts: dict[int, Optional[np.ndarray]]) -> tuple[dict[int, dict], set[int]]:
         """Every shard's answer over its direct channel: the request to each, then each reply, so they search
         at once. Returns the answers and the shards whose channel failed (asked through Ray next)."""
-        from ragcost.runtime.shard_channel import ChannelError
+        from ragcost.runtime.shard_channel import ChannelError, ChannelUnreachable
 
         answers: dict[int, dict] = {}
         failed: set[int] = set()
         sent = []
         header = {"op": method, "k": int(k), "params": params}
         for i, allowed in parts.items():
+            if self._channel_after.get(i, 0.0) > time.monotonic():
+                continue  # unreachable a moment ago: through Ray, not flagged (nothing failed this time)
             client = self._client(i)
             if client is None:
                 failed.add(i)
@@ -339,6 +346,10 @@ class RayServedIndex(VectorIndex):
             try:
                 client.send(header, [("queries", queries)] + ([("allowed", allowed)] if allowed is not None else []))
                 sent.append(i)
+            except ChannelUnreachable:
+                self._drop_client(i)
+                self._channel_after[i] = time.monotonic() + CHANNEL_BACKOFF_S
+                failed.add(i)
             except ChannelError:
                 self._drop_client(i)
                 failed.add(i)
@@ -361,7 +372,8 @@ class RayServedIndex(VectorIndex):
                 host, port = ray.get(self.actors[i].endpoint.remote(self._token), timeout=serve.timeout_s)
             except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError, ray.exceptions.RayTaskError):
                 return None
-            self._clients[i] = ChannelClient((str(host), int(port)), self._token.encode(), serve.connect_timeout_s)
+            self._clients[i] = ChannelClient((str(host), int(port)), self._token.encode(),
+                                             min(serve.connect_timeout_s, CHANNEL_CONNECT_S))
         return self._clients[i]
 
     def _drop_client(self, i: int) -> None:

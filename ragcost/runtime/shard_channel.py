@@ -41,6 +41,10 @@ class ChannelError(Exception):
     """The channel to one shard failed: the caller asks that shard through Ray instead."""
 
 
+class ChannelUnreachable(ChannelError):
+    """The shard's endpoint could not be connected to (a firewall, a dead actor's closed port)."""
+
+
 def encode(header: dict, arrays: list[tuple[str, np.ndarray]]) -> bytes:
     header = {**header, "arrays": [[name, a.dtype.str, list(a.shape)] for name, a in arrays]}
     head = json.dumps(header, separators=(",", ":")).encode()
@@ -137,7 +141,10 @@ class ChannelClient:
     def send(self, header: dict, arrays: list[tuple[str, np.ndarray]]) -> None:
         try:
             if self.sock is None:
-                s = socket.create_connection(self.address, timeout=self.connect_timeout_s)
+                try:
+                    s = socket.create_connection(self.address, timeout=self.connect_timeout_s)
+                except OSError as e:
+                    raise ChannelUnreachable(f"{self.address[0]}:{self.address[1]}: {type(e).__name__}: {e}") from None
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 s.sendall(encode({"token": self.token.decode()}, []))
                 self.sock = s

@@ -99,6 +99,29 @@ def test_a_broken_channel_is_asked_through_ray_then_reopened(served):
     assert not any(c.retried for c in remote.take_reports()[-1].calls)
 
 
+def test_an_unreachable_channel_is_left_for_a_while_and_its_shard_asked_through_ray(served):
+    from ragcost.runtime.shard_channel import ChannelClient
+
+    local, remote, x, labels = served
+    q = _vectors(8, DIM, seed=6)
+    closed = socket.create_server(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there: what a firewall's reject or a dead actor's port gives
+    remote._drop_client(0)
+    remote._clients[0] = ChannelClient(("127.0.0.1", port), b"x" * 64, 1.0)
+    try:
+        for first in (True, False):
+            _, got = remote.search(q, 10)
+            assert np.array_equal(got, local.search(q, 10)[1])  # answered whole either way
+            call = next(c for c in remote.take_reports()[-1].calls if c.shard == 0)
+            assert call.failed is None and call.retried is first  # the failed connect once; then Ray, no connect tried
+            assert remote._clients[0] is None and remote._channel_after[0] > 0
+    finally:
+        remote._channel_after.clear()
+    remote.search(q, 10)
+    assert remote._clients[0] is not None and remote._clients[0].sock is not None  # after the back-off: the channel again
+
+
 def test_filtered_search_and_the_exact_scan_work_per_shard(served):
     local, remote, x, labels = served
     q = _vectors(16, DIM, seed=2)
