@@ -35,6 +35,7 @@ import numpy as np
 
 _LENS = struct.Struct(">II")  # a frame: header length, arrays length
 MAX_FRAME = 1 << 31  # a frame's header + arrays; a larger one is refused, never allocated
+HELLO_LIMIT = 4096  # the first frame of a connection, the token's: an unauthenticated peer gets no more
 
 
 class ChannelError(Exception):
@@ -63,12 +64,14 @@ def _recv_exact(sock: socket.socket, n: int) -> bytearray:
     return buf
 
 
-def read_frame(sock: socket.socket) -> tuple[dict, dict[str, np.ndarray]]:
+def read_frame(sock: socket.socket, limit: int = MAX_FRAME) -> tuple[dict, dict[str, np.ndarray]]:
     hl, bl = _LENS.unpack(_recv_exact(sock, 8))  # two reads a frame: the lengths, then header and arrays
-    if hl + bl > MAX_FRAME:
-        raise ChannelError(f"a frame of {hl + bl} bytes is over the channel's {MAX_FRAME}")
+    if hl + bl > limit:
+        raise ChannelError(f"a frame of {hl + bl} bytes is over the {limit} allowed")
     data = _recv_exact(sock, hl + bl)  # writable: the arrays are views of it
     header = json.loads(bytes(data[:hl]))
+    if not isinstance(header, dict):
+        raise ChannelError("a frame's header is not a JSON object")
     body = memoryview(data)[hl:]
     arrays, at = {}, 0
     for name, dtype, shape in header.pop("arrays", []):
@@ -112,7 +115,7 @@ class ChannelServer:
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             conn.settimeout(10)
-            hello, _ = read_frame(conn)
+            hello, _ = read_frame(conn, HELLO_LIMIT)  # before the token, nothing large is read
             if not hmac.compare_digest(str(hello.get("token", "")).encode(), self.token):
                 return
             conn.settimeout(None)

@@ -23,6 +23,14 @@ def _echo(op, header, arrays):
             "allowed": arrays.get("allowed", np.zeros(0, np.int64))}
 
 
+def _closed_unanswered(s: socket.socket) -> bool:
+    """The server closed the connection without a reply (an orderly close, or a reset over unread bytes)."""
+    try:
+        return s.recv(100) == b""
+    except ConnectionResetError:
+        return True
+
+
 @pytest.fixture()
 def server():
     srv = ChannelServer("127.0.0.1", TOKEN, _echo)
@@ -66,8 +74,20 @@ def test_a_frame_naming_an_object_array_or_running_past_its_bytes_is_refused(ser
         s.sendall(encode({"token": TOKEN.decode()}, []))
         head = json.dumps({"op": "search", "k": 1, "arrays": arrays}).encode()
         s.sendall(struct.pack(">I", len(head)) + struct.pack(">I", 8) + head + b"\0" * 8)
-        assert s.recv(100) == b""  # closed, nothing evaluated, nothing allocated for the claimed shape
+        assert _closed_unanswered(s)  # nothing evaluated, nothing allocated for the claimed shape
         s.close()
+
+
+def test_before_the_token_a_large_or_malformed_frame_is_refused_unread(server):
+    for frame in (struct.pack(">II", 10, 1 << 30) + b"{}",  # claims a GiB: never allocated
+                  struct.pack(">II", 2, 0) + b"[]"):  # not an object
+        s = socket.create_connection(server.address, timeout=5)
+        s.sendall(frame)
+        assert _closed_unanswered(s)
+        s.close()
+    c = ChannelClient(server.address, TOKEN, 5)  # the server still answers
+    c.send({"op": "search", "k": 1}, [("queries", np.ones((1, 2), np.float32))])
+    assert c.receive(5)["sums"].tolist() == [2.0]
 
 
 def test_a_server_that_is_gone_is_a_channel_error():
