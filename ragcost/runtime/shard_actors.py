@@ -222,9 +222,11 @@ class RayServedIndex(VectorIndex):
             import secrets
 
             self._token = secrets.token_hex(32)
-            self._clients = [None] * len(self.actors)
-            for i in range(len(self.actors)):
-                self._client(i)
+            try:
+                ends = ray.get([a.endpoint.remote(self._token) for a in self.actors], timeout=max(serve.timeout_s, 120))
+                self._clients = [self._connect_to(host, port) for host, port in ends]
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError, ray.exceptions.RayTaskError):
+                self._clients = [None] * len(self.actors)  # each asked again at its first search (_client)
 
     def close(self) -> None:
         if self._ray is None:
@@ -285,32 +287,27 @@ class RayServedIndex(VectorIndex):
             fn = getattr(self.actors[i], method)
             return fn.remote(qref, k, parts[i]) if method == "scan" else fn.remote(qref, k, params, parts[i])
 
-        report = CallReport(len(self.actors))
         answers: dict[int, dict] = {}
         channel_failed: set[int] = set()
         if self._clients:
             with self._lock:
                 answers, channel_failed = self._over_channels(method, queries, k, params, parts)
-        rest = [i for i in parts if i not in answers]
-        refs = {i: send(i) for i in rest}
+        calls = {i: ShardCall(i, retried=i in channel_failed) for i in parts}
+        refs = {i: send(i) for i in parts if i not in answers}
         deadline = time.monotonic() + self.config.serve.timeout_s  # one timeout for the whole fan-out
         first = self._get_all(list(refs.values())) if refs else []
         for j, (i, ref) in enumerate(refs.items()):
-            call = ShardCall(i, retried=i in channel_failed)
+            call = calls[i]
             got = first[j] if first is not None else self._get(ref, call, max(deadline - time.monotonic(), 0.0))
             if got is None and self.config.serve.max_restarts > 0 and self._back(i):
                 call.retried = True  # it died and Ray restarted it: send the call once more
                 got = self._get(send(i), call, self.config.serve.timeout_s)
-            if got is not None and self._clients:
+            if got is not None:
                 self._drop_client(i)  # answered through Ray: the channel is reopened (a restarted actor has a new one)
             answers[i] = got
-            report.calls.append(call)
+        report = CallReport(len(self.actors), [calls[i] for i in parts])
         scores, labels, exact = [], [], [NO_ROWS]
-        calls = {c.shard: c for c in report.calls}
-        report.calls = []
-        for i in parts:
-            call = calls.get(i) or ShardCall(i)
-            report.calls.append(call)
+        for i, call in calls.items():
             got = answers.get(i)
             if got is None:
                 continue
@@ -364,17 +361,21 @@ class RayServedIndex(VectorIndex):
 
     def _client(self, i: int) -> Any:
         """Shard ``i``'s channel, asking its actor for the endpoint when there is none; None if it does not answer."""
-        from ragcost.runtime.shard_channel import ChannelClient
-
         if self._clients[i] is None:
-            ray, serve = self._ray, self.config.serve
+            ray = self._ray
             try:
-                host, port = ray.get(self.actors[i].endpoint.remote(self._token), timeout=serve.timeout_s)
+                host, port = ray.get(self.actors[i].endpoint.remote(self._token), timeout=self.config.serve.timeout_s)
             except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError, ray.exceptions.RayTaskError):
                 return None
-            self._clients[i] = ChannelClient((str(host), int(port)), self._token.encode(),
-                                             min(serve.connect_timeout_s, CHANNEL_CONNECT_S))
+            self._clients[i] = self._connect_to(host, port)
         return self._clients[i]
+
+    def _connect_to(self, host: str, port: int) -> Any:
+        """A client of the channel at ``host:port`` (it connects on its first send)."""
+        from ragcost.runtime.shard_channel import ChannelClient
+
+        return ChannelClient((str(host), int(port)), self._token.encode(),
+                             min(self.config.serve.connect_timeout_s, CHANNEL_CONNECT_S))
 
     def _drop_client(self, i: int) -> None:
         if self._clients and self._clients[i] is not None:
