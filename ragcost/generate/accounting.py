@@ -18,6 +18,11 @@ The rules (docs/tasks/vllm.md, "How an attempt is billed", says the same, with a
   durations of the period's attempts`` (equal shares when every duration is 0); its record's
   ``wall_seconds`` is the period's length, ``shared_by`` the period's attempts, and ``call_id``
   is shared by them. The shares of a period sum to 1, so the period is paid exactly once.
+- **Shares by work, where the engine says.** The requests of an in-process batch (``vllm-offline``)
+  all start and end with one ``LLM.generate`` call, so their durations are equal and say nothing.
+  When every attempt of a period carries ``work`` (the engine-seconds it was scheduled for, or the
+  tokens it made the engine process), the shares go by that instead; ``notes.share_by`` names
+  the basis (``duration``, ``engine_s`` or ``tokens``).
 - **The stage's remainder.** The stage call's wall time less the union of all its attempts'
   spans (prompt building, batch-window and backoff waits, opening clients) is one busy period on
   the pipeline's resource, reported as one record per query of the batch, stage
@@ -85,13 +90,24 @@ def busy_periods(attempts: Sequence[Attempt]) -> list[tuple[float, list[Attempt]
     return [(e - s, group) for s, e, group in periods]
 
 
+def share_basis(attempts: Sequence[Attempt]) -> str:
+    """What a period's shares go by: the attempts' common work unit when every one has work, else duration."""
+    units = {a.work_unit for a in attempts}
+    if len(units) == 1 and all(a.work is not None and a.work >= 0 for a in attempts) and sum(a.work for a in attempts) > 0:
+        return units.pop() or "work"
+    return "duration"
+
+
 def shares(attempts: Sequence[Attempt]) -> list[float]:
-    """Each attempt's part of its busy period: its duration over the sum of the period's durations."""
-    durations = [max(a.e2e, 0.0) for a in attempts]
-    total = sum(durations)
+    """Each attempt's part of its busy period: its work (see ``share_basis``), else its duration, over the period's sum."""
+    if share_basis(attempts) != "duration":
+        used = [float(a.work) for a in attempts]
+    else:
+        used = [max(a.e2e, 0.0) for a in attempts]
+    total = sum(used)
     if total <= 0:
         return [1.0 / len(attempts)] * len(attempts)
-    return [d / total for d in durations]
+    return [d / total for d in used]
 
 
 def new_call_id() -> str:
@@ -106,9 +122,10 @@ def period_fields(attempts: Sequence[Attempt]) -> dict[int, dict]:
     out: dict[int, dict] = {}
     for group in groups.values():
         for seconds, period in busy_periods(group):
-            call_id = new_call_id()
+            call_id, basis = new_call_id(), share_basis(period)
             for a, share in zip(period, shares(period)):
-                out[id(a)] = {"wall_seconds": seconds, "busy_share": share, "shared_by": len(period), "call_id": call_id}
+                out[id(a)] = {"wall_seconds": seconds, "busy_share": share, "shared_by": len(period), "call_id": call_id,
+                              "share_by": basis}
     return out
 
 

@@ -41,6 +41,11 @@ class Attempt:
     itl: list[float] = field(default_factory=list)
     endpoint: str = ""  # the server (base_url + model) or in-process engine that served it: its busy period
     tokens_estimated: bool = False  # counts were counted or estimated here, not reported by the server
+    # What this attempt used of an engine call it shared with others (an in-process batch, whose every
+    # request starts and ends with the call), when the backend can tell; its busy-period share goes by
+    # this instead of its duration when every attempt of the period has one. ``work_unit`` names it.
+    work: Optional[float] = None
+    work_unit: str = ""
 
     @property
     def e2e(self) -> float:

@@ -28,7 +28,10 @@ def load_llm(params: BackendParams):
             f"generate backend {params.backend_name!r} (vllm-offline) needs vLLM in this environment: "
             f"pip install 'ragcost[vllm]' on a GPU machine, or use backend: vllm with a running server ({e})"
         ) from None
-    return LLM(model=params.model, **params.engine_args)
+    # Per-request engine stats (when each request was scheduled, its last token) are what split a
+    # batch's engine time between its requests; vLLM keeps them only with stats on (its LLM's default
+    # is off). A user's own ``disable_log_stats`` stands; the split then goes by tokens.
+    return LLM(model=params.model, **{"disable_log_stats": False, **params.engine_args})
 
 
 def fill_from_output(att: Attempt, out: Any) -> Attempt:
@@ -44,10 +47,39 @@ def fill_from_output(att: Attempt, out: Any) -> Attempt:
     m = getattr(out, "metrics", None)
     first = getattr(m, "first_token_time", None) if m is not None else None
     arrival = getattr(m, "arrival_time", None) if m is not None else None
+    latency = getattr(m, "first_token_latency", None) if m is not None else None  # vLLM's V1 engine
     if first is not None and arrival is not None:
         att.ttft = max(0.0, float(first) - float(arrival))
+    elif _number(latency) and latency > 0:
+        att.ttft = float(latency)
     att.ok = True
     return att
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def engine_work(outs: list) -> tuple[list[float], str]:
+    """What each request of one ``LLM.generate`` used of it, and in what unit.
+
+    ``engine_s``: the seconds from when the engine scheduled the request to its last token (vLLM's V1
+    per-request stats, ``scheduled_ts`` and ``last_token_ts``, kept when stats are on): the engine
+    steps it was part of. Without them, ``decode_steps``: its output tokens + 1 (its prefill step),
+    the steps it was part of when the batch ran together; this leaves out how long each prompt's
+    prefill took, so a long prompt with a short answer is undercharged against the engine-seconds
+    rule (docs/tasks/vllm.md)."""
+    spans: list[float] = []
+    for o in outs:
+        m = getattr(o, "metrics", None)
+        s, e = getattr(m, "scheduled_ts", None), getattr(m, "last_token_ts", None)
+        if not (_number(s) and _number(e) and s > 0 and e >= s):
+            break
+        spans.append(float(e - s))
+    else:
+        if outs and sum(spans) > 0:
+            return spans, "engine_s"
+    return [float(len(o.outputs[0].token_ids or []) + 1) for o in outs], "decode_steps"
 
 
 class OfflineBatcher:
@@ -84,8 +116,13 @@ class OfflineBatcher:
                 fut.set_result(att)
             return
         end = perf_counter()
-        for (_, att, fut), out in zip(batch, outs):
+        # Every request of the call started and ended with it: their durations are equal, so the
+        # call's busy period is split by what each used of the engine (accounting.shares).
+        work, unit = engine_work(list(outs)) if len(outs) == len(batch) else ([], "")
+        for i, ((_, att, fut), out) in enumerate(zip(batch, outs)):
             att.end = end
+            if work:
+                att.work, att.work_unit = work[i], unit
             fut.set_result(fill_from_output(att, out))
 
 

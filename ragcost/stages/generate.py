@@ -223,7 +223,7 @@ class Generate(Stage):
 
     # ---- accounting --------------------------------------------------------------------------
     def attempt_records(self, batch: list[QueryState], per_state: list[list[Attempt]]) -> list[tuple[QueryState, UsageRecord]]:
-        """One usage record per attempt, with its busy period on its (resource, endpoint) and its share by duration."""
+        """One usage record per attempt, with its busy period on its (resource, endpoint) and its share (``accounting``)."""
         chain = self.chain()
         labels = [self.label_of(i, b) for i, b in enumerate(chain)]
         periods = period_fields([a for atts in per_state for a in atts])
@@ -231,17 +231,19 @@ class Generate(Stage):
         for state, atts in zip(batch, per_state):
             for a in atts:
                 b = chain[a.position]
+                fields = dict(periods[id(a)])
+                basis = fields.pop("share_by")
                 rec = UsageRecord(
                     stage=labels[a.position], resource=a.resource, items=1, calls=1,
                     retries=1 if a.try_no > 1 else 0, failures=0 if a.ok else 1,
                     input_tokens=a.uncached_input, cached_input_tokens=a.cached_tokens, output_tokens=a.output_tokens,
-                    tokens_estimated=a.tokens_estimated, **periods[id(a)],
+                    tokens_estimated=a.tokens_estimated, **fields,
                     notes={"backend": a.backend, "model": b.model or b.backend, "endpoint": a.endpoint,
                            "operation": "chat" if b.api == "chat" else "text_completion",
                            "try": a.try_no, "fallback": a.fallback,
                            "ok": a.ok, "error": a.error, "status": a.status, "usage": a.usage_source,
                            "ttft_s": a.ttft, "tpot_s": a.tpot, "e2e_s": a.e2e, "chunks": a.chunks,
-                           "itl_mean_s": sum(a.itl) / len(a.itl) if a.itl else None},
+                           "itl_mean_s": sum(a.itl) / len(a.itl) if a.itl else None, "share_by": basis},
                 )
                 out.append((state, rec))
         return out

@@ -9,29 +9,45 @@ import pytest
 
 from ragcost.errors import DependencyError
 from ragcost.generate import Attempt, BackendParams
-from ragcost.generate.vllm_offline import VllmOffline, fill_from_output, load_llm
+from ragcost.generate.vllm_offline import VllmOffline, engine_work, fill_from_output, load_llm
 from tests.contracts.generator import GeneratorContract, generate_batch
+from tests.generate.helpers import book, book_path, make_stage, pipeline, run_stage, states  # noqa: F401
 
 
-def _request_output(text="an answer [1]", cached=7, metrics=True):
-    comp = SimpleNamespace(text=text, token_ids=[5, 6, 7])
+def _request_output(text="an answer [1]", cached=7, metrics=True, tokens=3, stats=None):
+    comp = SimpleNamespace(text=text, token_ids=list(range(5, 5 + tokens)))
     m = SimpleNamespace(arrival_time=100.0, first_token_time=100.25) if metrics else None
+    if stats is not None:  # vLLM's V1 RequestStateStats (0.32, LLM(disable_log_stats=False)): engine-core monotonic
+        scheduled, last = stats
+        m = SimpleNamespace(arrival_time=1.7e9, first_token_latency=0.04, queued_ts=scheduled, scheduled_ts=scheduled,
+                            first_token_ts=scheduled + 0.03, last_token_ts=last, num_generation_tokens=tokens)
     return SimpleNamespace(prompt_token_ids=list(range(20)), outputs=[comp], num_cached_tokens=cached, metrics=m)
 
 
 class FakeLLM:
-    """``vllm.LLM`` as the backend uses it: built with the model and engine args, ``generate`` over a list."""
+    """``vllm.LLM`` as the backend uses it: built with the model and engine args, ``generate`` over a list.
+
+    With stats on (as ragcost builds it), each request carries V1-style scheduled/last-token times: the
+    n-th prompt of a call is scheduled at 10.0 and decodes ``lengths[n]`` tokens at 10 ms each."""
 
     calls: list[int] = []  # prompts per LLM.generate call, across instances
+    lengths: list[int] = [3]  # output tokens of the n-th prompt of a call (cycled)
+    built_with: dict = {}
 
-    def __init__(self, model: str, fail: bool = False) -> None:
-        self.model, self.fail = model, fail
+    def __init__(self, model: str, fail: bool = False, disable_log_stats: bool = True, **kw) -> None:
+        self.model, self.fail, self.stats = model, fail, not disable_log_stats
+        FakeLLM.built_with = {"disable_log_stats": disable_log_stats, **kw}
 
     def generate(self, prompts: list[str], sampling) -> list:
         FakeLLM.calls.append(len(prompts))
         if self.fail:
             raise RuntimeError("CUDA out of memory")
-        return [_request_output(f"from {self.model}: 30 days [1]") for _ in prompts]
+        out = []
+        for i, _ in enumerate(prompts):
+            n = FakeLLM.lengths[i % len(FakeLLM.lengths)]
+            out.append(_request_output(f"from {self.model}: 30 days [1]", tokens=n, metrics=False,
+                                       stats=(10.0, 10.0 + 0.01 * n) if self.stats else None))
+        return out
 
 
 @pytest.fixture
@@ -39,7 +55,7 @@ def fake_vllm(monkeypatch):
     mod = ModuleType("vllm")
     mod.LLM, mod.SamplingParams = FakeLLM, lambda **kw: SimpleNamespace(**kw)
     monkeypatch.setitem(sys.modules, "vllm", mod)
-    FakeLLM.calls = []
+    FakeLLM.calls, FakeLLM.lengths = [], [3]
     return mod
 
 
@@ -66,6 +82,42 @@ class TestVllmOffline(GeneratorContract):
 
     def test_collects_its_own_window_so_the_stage_does_not_align_it(self):
         assert VllmOffline.aligns_starts is False
+
+
+class TestBatchSplit:
+    """One LLM.generate serves the whole batch: every request starts and ends with it, so the batch's busy
+    period is split by what each request used of the engine, not equally."""
+
+    def test_engine_seconds_from_vllm_stats_split_the_call(self, fake_vllm, pipeline):
+        FakeLLM.lengths = [1, 4, 16]
+        st = make_stage(pipeline, backend="vllm-offline", model="/models/tiny", resource="gpu")
+        assert FakeLLM.built_with["disable_log_stats"] is False  # ragcost turns the per-request stats on
+        _, recs = run_stage(st, states(3))
+        assert FakeLLM.calls == [3]
+        recs = [r for _, r in recs]
+        assert len({r.call_id for r in recs}) == 1 and {r.shared_by for r in recs} == {3}
+        assert [r.notes["share_by"] for r in recs] == ["engine_s"] * 3
+        assert [r.busy_share for r in recs] == pytest.approx([1 / 21, 4 / 21, 16 / 21])
+        assert sum(r.busy_share for r in recs) == pytest.approx(1)
+        assert len({r.notes["e2e_s"] for r in recs}) == 1  # each waited for the whole call: latency stays true
+
+    def test_with_stats_off_the_split_goes_by_decode_steps(self, fake_vllm, pipeline):
+        FakeLLM.lengths = [1, 4, 16]
+        st = make_stage(pipeline, backend="vllm-offline", model="/models/tiny", resource="gpu",
+                        engine_args={"disable_log_stats": True})
+        _, recs = run_stage(st, states(3))
+        recs = [r for _, r in recs]
+        assert [r.notes["share_by"] for r in recs] == ["decode_steps"] * 3
+        assert [r.busy_share for r in recs] == pytest.approx([2 / 24, 5 / 24, 17 / 24])  # output tokens + 1 each
+
+    def test_engine_work_needs_every_request_timed(self):
+        timed = [_request_output(tokens=2, stats=(5.0, 5.5)), _request_output(tokens=8, stats=(5.0, 6.5))]
+        assert engine_work(timed) == ([0.5, 1.5], "engine_s")
+        assert engine_work([timed[0], _request_output(tokens=8, metrics=False)]) == ([3.0, 9.0], "decode_steps")
+
+    def test_v1_stats_give_the_time_to_first_token(self):
+        a = fill_from_output(Attempt("vllm-offline", "gpu"), _request_output(metrics=False, stats=(5.0, 5.5)))
+        assert a.ttft == pytest.approx(0.04)
 
 
 class TestRequestOutput:
