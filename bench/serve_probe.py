@@ -71,7 +71,10 @@ def _install() -> None:
 
     gc.callbacks.append(_gc)
 
-    orig_received = protocol.HeaderTimeoutH11.data_received
+    from ragcost.config.pipeline import ServeConfig
+
+    proto = protocol.protocol_class(os.environ.get("RAGCOST_PROBE_HTTP", ServeConfig().http))  # what run.py serves with
+    orig_received = proto.data_received
 
     def data_received(self, data: bytes) -> None:
         t = time.perf_counter()
@@ -81,7 +84,7 @@ def _install() -> None:
         if cycle is not None and cycle is not before:
             cycle.scope["bench.rx"] = t
 
-    protocol.HeaderTimeoutH11.data_received = data_received
+    proto.data_received = data_received
 
     orig_build = app_mod.build_app
 

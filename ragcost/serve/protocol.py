@@ -1,9 +1,13 @@
-"""uvicorn's h11 protocol with a header read timeout: a client that has not sent its request line
+"""uvicorn's HTTP protocols with a header read timeout: a client that has not sent its request line
 and headers within ``header_timeout_s`` of starting them (or of connecting) is disconnected.
 
 uvicorn times out idle keep-alive connections but not a request that trickles in a byte at a time;
 such a client would hold a connection (and SIGTERM's drain) for as long as it likes. The body has
 its own deadline in the app (``serve.body_timeout_s``, answered 408).
+
+Two parsers, one rule: ``HeaderTimeoutHttpTools`` (llhttp, C, through ``httptools``) when it is
+installed, which ``ragcost serve`` uses; ``HeaderTimeoutH11`` (pure Python) otherwise. A 429 cost the
+server 0.53 ms of CPU through h11 (``python -m bench.serve --overload``'s refusals, docs/tasks/serving.md).
 """
 
 from __future__ import annotations
@@ -16,6 +20,32 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 ENV = "RAGCOST_SERVE_HEADER_TIMEOUT_S"  # how ``--workers N`` processes learn the timeout
+H11_PATH = "ragcost.serve.protocol:HeaderTimeoutH11"
+HTTPTOOLS_PATH = "ragcost.serve.protocol:HeaderTimeoutHttpTools"
+
+
+def has_httptools() -> bool:
+    try:
+        import httptools  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def protocol_path(http: str = "auto") -> str:
+    """The protocol class ``ragcost serve`` runs (``serve.http``): httptools when installed (auto), else h11."""
+    if http == "h11" or (http == "auto" and not has_httptools()):
+        return H11_PATH
+    if not has_httptools():
+        from ragcost.errors import DependencyError
+
+        raise DependencyError("serve.http: httptools needs the httptools package: pip install httptools, "
+                              "or set serve.http: auto (h11 when httptools is missing)")
+    return HTTPTOOLS_PATH
+
+
+def protocol_class(http: str = "auto") -> type:
+    return HeaderTimeoutHttpTools if protocol_path(http) == HTTPTOOLS_PATH else HeaderTimeoutH11
 
 
 class HeaderTimeoutH11(H11Protocol):
@@ -52,6 +82,58 @@ class HeaderTimeoutH11(H11Protocol):
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE:
             self._disarm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._disarm()  # idle keep-alive is uvicorn's own timeout
+
+    def connection_lost(self, exc: Optional[Exception]) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+
+def _httptools_base() -> type:
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    except ImportError:  # httptools missing: a stand-in nobody runs (protocol_path never names it)
+        return asyncio.Protocol
+    return HttpToolsProtocol
+
+
+class HeaderTimeoutHttpTools(_httptools_base()):  # type: ignore[misc]
+    """The same header timeout on uvicorn's httptools protocol: armed at connect and when a request's
+    first byte is parsed (llhttp's message begin), disarmed when its headers are complete."""
+
+    header_timeout_s: Optional[float] = None
+    _timeout = HeaderTimeoutH11._timeout
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._header_timer: Optional[asyncio.TimerHandle] = None
+        self._in_headers = True  # from connect until a request's headers are in
+        self._arm()
+
+    def _arm(self) -> None:
+        if getattr(self, "_header_timer", None) is None:
+            self._header_timer = self.loop.call_later(self._timeout(), self._headers_late)
+
+    _disarm = HeaderTimeoutH11._disarm
+
+    def _headers_late(self) -> None:
+        self._header_timer = None
+        if self._in_headers and not self.transport.is_closing():
+            self.logger.info("closing a connection whose request headers did not arrive within %.1f s", self._timeout())
+            self.transport.close()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._in_headers = True
+        self._arm()
+
+    def on_headers_complete(self) -> None:
+        self._in_headers = False
+        self._disarm()
+        super().on_headers_complete()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()

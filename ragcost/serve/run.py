@@ -67,13 +67,14 @@ def serve(pipeline: Path, host: str = "127.0.0.1", port: int = 8080, workers: in
     # that re-raise, so a drained server exits 0 (what process managers expect of a clean stop).
     signal.signal(signal.SIGTERM, lambda *_: None)
     from ragcost.serve.protocol import ENV as HEADER_ENV
+    from ragcost.serve.protocol import protocol_path
 
     cfg = pipe.config.serve
     os.environ[HEADER_ENV] = str(cfg.header_timeout_s)
     # SIGTERM: stop accepting, give the requests in flight serve.drain_s, then close what is left
     # (a slow client cannot hold the exit: its body has serve.body_timeout_s, its headers header_timeout_s).
     common = dict(host=host, port=port, log_level=log_level, timeout_graceful_shutdown=cfg.drain_s,
-                  http="ragcost.serve.protocol:HeaderTimeoutH11")
+                  http=protocol_path(cfg.http))
     if workers == 1:
         from ragcost.serve.app import build_app
 

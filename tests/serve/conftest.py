@@ -110,17 +110,19 @@ def free_port() -> int:
 class ServerThread:
     """A real uvicorn server on 127.0.0.1:free port, in a thread of the test process."""
 
-    def __init__(self, pipeline: Path, warm_first: bool = False, header_timeout_s: float = 10.0, tracer_provider=None) -> None:
+    def __init__(self, pipeline: Path, warm_first: bool = False, header_timeout_s: float = 10.0, tracer_provider=None,
+                 http: str = "auto") -> None:
         import threading
 
         import uvicorn
 
         from ragcost.serve.app import build_app
-        from ragcost.serve.protocol import HeaderTimeoutH11
+        from ragcost.serve.protocol import protocol_class
 
         self.app = build_app(pipeline, warm_first=warm_first, tracer_provider=tracer_provider)
         self.port = free_port()
-        http = type("HeaderTimeoutH11", (HeaderTimeoutH11,), {"header_timeout_s": header_timeout_s})
+        base = protocol_class(http)  # what `ragcost serve` runs: httptools when installed
+        http = type(base.__name__, (base,), {"header_timeout_s": header_timeout_s})
         self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning",
                                                     limit_concurrency=2000, backlog=2048, http=http))
         self.thread = threading.Thread(target=self.server.run, daemon=True)

@@ -78,6 +78,25 @@ class TestTimeouts:
         assert httpx.post(s.url + "/v1/query", headers=ACME, json={"text": "refund"}).status_code == 200
 
 
+@pytest.mark.parametrize("http", ["httptools", "h11"])
+def test_either_parser_cuts_off_trickling_headers_and_answers_normal_requests(kb_served, http):
+    """serve.http: the same header timeout on llhttp (httptools, the default) and h11; keep-alive still works."""
+    from ragcost.serve.protocol import has_httptools
+
+    if http == "httptools" and not has_httptools():
+        pytest.fail("httptools is a dependency of ragcost[serve]; it is missing here")
+    with ServerThread(kb_served, header_timeout_s=1.0, http=http) as s:
+        got, took = _trickle(s.port, b"POST /v1/query HTTP/1.1\r\n", b"x-slow: " + b"a" * 200, 0.3, 20)
+        assert got == b"" and 0.8 < took < 5
+        silent_t0 = time.monotonic()
+        with socket.create_connection(("127.0.0.1", s.port), timeout=10) as c:  # connects, sends nothing
+            assert c.recv(1) == b"" and time.monotonic() - silent_t0 < 5
+        with httpx.Client(base_url=s.url) as client:  # two requests on one keep-alive connection, 1.5 s apart
+            assert client.post("/v1/query", headers=ACME, json={"text": "refund"}).status_code == 200
+            time.sleep(1.5)  # longer than the header timeout: an idle keep-alive connection is not cut by it
+            assert client.post("/v1/query", headers=ACME, json={"text": "refund"}).status_code == 200
+
+
 class TestKeysReload:
     def test_a_revoked_key_is_refused_once_the_file_changes(self, impatient):
         s, keys = impatient
