@@ -138,7 +138,7 @@ class ServeConfig(Strict):
     header_timeout_s: float = Field(10.0, gt=0, le=600, description="a client must send its request line and headers within this, else the connection is closed")
     body_timeout_s: float = Field(10.0, gt=0, le=600, description="a client must send its whole body within this, else 408")
     http: Literal["auto", "httptools", "h11"] = Field("auto", description="the HTTP/1.1 parser: httptools (llhttp, C) or h11 "
-                                                      "(pure Python; a 429 cost 2x its CPU); auto: httptools when installed, else h11")
+                                                      "(pure Python; a 429 costs 1.5x the server CPU); auto: httptools when installed, else h11")
     drain_s: float = Field(30.0, gt=0, le=3600, description="on SIGTERM, requests in flight get this long to finish before the server exits")
     admission: Literal["deadline", "queue"] = Field("deadline", description="deadline: admit a request only when the measured service rate says it can finish "
                                                     "before deadline_s (else 429 with Retry-After from the drain rate); queue: only max_queue bounds the wait")
