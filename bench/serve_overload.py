@@ -308,6 +308,23 @@ def _by_thread(gcs: list) -> dict[str, dict[str, float]]:
     return out
 
 
+def prepare_demo(work_arg: Optional[str]) -> tuple[Path, Path]:
+    """The work folder and the demo pipeline with ``admission: queue``, indexed (incremental: a second run embeds nothing)."""
+    import contextlib
+
+    from ragcost.cli.main import main as cli
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    work = Path(work_arg or (REPO / ".ragcost" / "bench-serve-overload"))
+    work.mkdir(parents=True, exist_ok=True)
+    seed_from_quickstart(work)
+    base = demo_pipeline(work, "demo.yaml", {"admission": "queue", "deadline_s": 300})
+    with contextlib.redirect_stdout(sys.stderr):
+        if cli(["index", str(base)]) != 0:
+            raise SystemExit("indexing the demo failed")
+    return work, base
+
+
 def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     import argparse
 
@@ -328,18 +345,7 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     ap.add_argument("--probe", action="store_true", help="run the overloaded server under bench/serve_probe.py: server-side "
                     "time to each 429, GC pauses and event-loop lag, lined up with the client's refusals")
     args = ap.parse_args(argv)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    work = Path(args.work or (REPO / ".ragcost" / "bench-serve-overload"))
-    work.mkdir(parents=True, exist_ok=True)
-    seed_from_quickstart(work)
-    base = demo_pipeline(work, "demo.yaml", {"admission": "queue", "deadline_s": 300})
-    import contextlib
-
-    from ragcost.cli.main import main as cli
-
-    with contextlib.redirect_stdout(sys.stderr):  # incremental: a second run embeds nothing
-        if cli(["index", str(base)]) != 0:
-            raise SystemExit("indexing the demo failed")
+    work, base = prepare_demo(args.work)
     import gc
 
     gc.collect()

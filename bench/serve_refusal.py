@@ -19,11 +19,10 @@ import json
 import os
 import resource
 import statistics
-import sys
 import time
 from pathlib import Path
 
-from bench.serve_overload import REPO, _open_loop, demo_pipeline, seed_from_quickstart
+from bench.serve_overload import _open_loop, demo_pipeline, prepare_demo
 
 
 def _cpu_s(pid: int) -> float:
@@ -60,18 +59,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--work", default=None, help="folder for the demo's store and index (kept; reused when present)")
     args = ap.parse_args(argv)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    work = Path(args.work or (REPO / ".ragcost" / "bench-serve-overload"))
-    work.mkdir(parents=True, exist_ok=True)
-    seed_from_quickstart(work)
-    import contextlib
-
-    from ragcost.cli.main import main as cli
-
-    base = demo_pipeline(work, "demo.yaml", {"admission": "queue", "deadline_s": 300})
-    with contextlib.redirect_stdout(sys.stderr):  # incremental: a second run embeds nothing
-        if cli(["index", str(base)]) != 0:
-            raise SystemExit("indexing the demo failed")
+    work, _ = prepare_demo(args.work)  # the quickstart index the refusing servers load
     parsers = ("httptools", "h11")
     pipes = {h: demo_pipeline(work, f"refuse-{h}.yaml", {"admission": "deadline", "deadline_s": 0.002, "http": h})
              for h in parsers}

@@ -48,7 +48,9 @@ def protocol_class(http: str = "auto") -> type:
     return HeaderTimeoutHttpTools if protocol_path(http) == HTTPTOOLS_PATH else HeaderTimeoutH11
 
 
-class HeaderTimeoutH11(H11Protocol):
+class _HeaderTimer:
+    """The timer both protocols share; ``_awaiting_headers`` says whether a request's headers are still due."""
+
     header_timeout_s: Optional[float] = None  # None: read from RAGCOST_SERVE_HEADER_TIMEOUT_S, else 10 s
 
     def _timeout(self) -> float:
@@ -56,14 +58,17 @@ class HeaderTimeoutH11(H11Protocol):
             return self.header_timeout_s
         return float(os.environ.get(ENV, "10"))
 
+    def _awaiting_headers(self) -> bool:
+        raise NotImplementedError
+
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        super().connection_made(transport)  # type: ignore[misc]
         self._header_timer: Optional[asyncio.TimerHandle] = None
         self._arm()
 
     def _arm(self) -> None:
         if getattr(self, "_header_timer", None) is None:
-            self._header_timer = self.loop.call_later(self._timeout(), self._headers_late)
+            self._header_timer = self.loop.call_later(self._timeout(), self._headers_late)  # type: ignore[attr-defined]
 
     def _disarm(self) -> None:
         timer, self._header_timer = getattr(self, "_header_timer", None), None
@@ -72,9 +77,23 @@ class HeaderTimeoutH11(H11Protocol):
 
     def _headers_late(self) -> None:
         self._header_timer = None
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-            self.logger.info("closing a connection whose request headers did not arrive within %.1f s", self._timeout())
-            self.transport.close()
+        if self._awaiting_headers() and not self.transport.is_closing():  # type: ignore[attr-defined]
+            self.logger.info("closing a connection whose request headers did not arrive within %.1f s",  # type: ignore[attr-defined]
+                             self._timeout())
+            self.transport.close()  # type: ignore[attr-defined]
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()  # type: ignore[misc]
+        self._disarm()  # idle keep-alive is uvicorn's own timeout
+
+    def connection_lost(self, exc: Optional[Exception]) -> None:
+        self._disarm()
+        super().connection_lost(exc)  # type: ignore[misc]
+
+
+class HeaderTimeoutH11(_HeaderTimer, H11Protocol):
+    def _awaiting_headers(self) -> bool:
+        return self.conn.their_state is h11.IDLE
 
     def data_received(self, data: bytes) -> None:
         if self.conn.their_state is h11.IDLE:
@@ -82,14 +101,6 @@ class HeaderTimeoutH11(H11Protocol):
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE:
             self._disarm()
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        self._disarm()  # idle keep-alive is uvicorn's own timeout
-
-    def connection_lost(self, exc: Optional[Exception]) -> None:
-        self._disarm()
-        super().connection_lost(exc)
 
 
 def _httptools_base() -> type:
@@ -100,30 +111,14 @@ def _httptools_base() -> type:
     return HttpToolsProtocol
 
 
-class HeaderTimeoutHttpTools(_httptools_base()):  # type: ignore[misc]
+class HeaderTimeoutHttpTools(_HeaderTimer, _httptools_base()):  # type: ignore[misc]
     """The same header timeout on uvicorn's httptools protocol: armed at connect and when a request's
     first byte is parsed (llhttp's message begin), disarmed when its headers are complete."""
 
-    header_timeout_s: Optional[float] = None
-    _timeout = HeaderTimeoutH11._timeout
+    _in_headers = True  # from connect until a request's headers are in
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._header_timer: Optional[asyncio.TimerHandle] = None
-        self._in_headers = True  # from connect until a request's headers are in
-        self._arm()
-
-    def _arm(self) -> None:
-        if getattr(self, "_header_timer", None) is None:
-            self._header_timer = self.loop.call_later(self._timeout(), self._headers_late)
-
-    _disarm = HeaderTimeoutH11._disarm
-
-    def _headers_late(self) -> None:
-        self._header_timer = None
-        if self._in_headers and not self.transport.is_closing():
-            self.logger.info("closing a connection whose request headers did not arrive within %.1f s", self._timeout())
-            self.transport.close()
+    def _awaiting_headers(self) -> bool:
+        return self._in_headers
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -134,11 +129,3 @@ class HeaderTimeoutHttpTools(_httptools_base()):  # type: ignore[misc]
         self._in_headers = False
         self._disarm()
         super().on_headers_complete()
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        self._disarm()  # idle keep-alive is uvicorn's own timeout
-
-    def connection_lost(self, exc: Optional[Exception]) -> None:
-        self._disarm()
-        super().connection_lost(exc)
