@@ -97,10 +97,11 @@ def test_the_judge_fit_on_half_the_queries_predicts_the_other_half(shared_data, 
     qfile.write_text("".join(json.dumps({"_id": x["_id"], "text": x["text"]}) + "\n" for x in queries if str(x["_id"]) in held))
     code, _, err = run_cli(capsys, "index", pipe)
     assert code == 0, err
-    # Query time is one process's run of a few CPU-seconds on a shared machine: three runs, the median one
-    # (a single run moved 0.84-1.19x on this 2-core box; eval's figure is a median of rounds too).
+    # Query time is one process's run of a few CPU-seconds on a shared machine: five runs, the median one
+    # (a single run moved 0.84-1.19x on this 2-core box, the median of three 1.05-1.12x across fresh-clone
+    # runs; eval's figure is a median of rounds too).
     runs = []
-    for _ in range(3):
+    for _ in range(5):
         code, out, err = run_cli(capsys, "query", pipe, "--queries", qfile, "--json", "--no-ledger", "--batch-size", "64")  # the embed batch eval used
         assert code == 0, err
         res = json.loads(out)
@@ -111,14 +112,14 @@ def test_the_judge_fit_on_half_the_queries_predicts_the_other_half(shared_data, 
         over = sum(x["usd"] for x in res["stages"] if x["stage"] == "overhead")
         runs.append(((res["total_usd"] - over) / res["useful"], over, res))
     runs.sort(key=lambda r: r[0])
-    priced, over, res = runs[1]
+    priced, over, res = runs[len(runs) // 2]
     ratio_useful = res["useful"] / q["predicted"]
     ratio = priced / test.usd_per_useful
     by_stage = {x["stage"]: round(x["usd"] / test.total_usd, 3) for x in res["stages"]}
     print(f"{name} eval per stage ÷ eval's total:", {x["stage"]: round(x["usd"] / test.total_usd, 3) for x in test.stages})
     print(f"{name} query time: {res['useful']:.1f} expected useful (eval-side prediction {q['predicted']:.1f}), "
           f"${priced:.4g}/useful vs eval ${test.usd_per_useful:.4g}/useful: ratio {ratio:.3f} "
-          f"(the three runs {', '.join(f'{r[0] / test.usd_per_useful:.3f}' for r in runs)}; per stage ÷ eval's total {by_stage}; "
+          f"(the five runs {', '.join(f'{r[0] / test.usd_per_useful:.3f}' for r in runs)}; per stage ÷ eval's total {by_stage}; "
           f"with the overhead row, {over / res['total_usd']:.1%} of query time's dollars: "
           f"${res['usd_per_useful']:.4g}, ratio {res['usd_per_useful'] / test.usd_per_useful:.3f})")
     assert abs(ratio_useful - 1) < 0.02  # the same documents, the same probabilities
