@@ -44,8 +44,20 @@ class Served:
         raise RuntimeError(self.proc.stdout.read().decode()[-2000:])
 
 
+async def _admitted(c: httpx.AsyncClient) -> float:
+    """The server's ``ragcost_in_flight`` gauge: requests admitted and not yet answered."""
+    r = await c.get("/metrics")
+    for line in r.text.splitlines():
+        if line.startswith("ragcost_in_flight"):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
 async def _load(url: str, n: int, after_s: float, act) -> list:
-    async with httpx.AsyncClient(base_url=url, timeout=60, limits=httpx.Limits(max_connections=n)) as c:
+    """``n`` concurrent queries; ``act`` once ``after_s`` has passed and the server has admitted some of them
+    (on a loaded machine none may have arrived after a fixed delay: the act would then be before the load)."""
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=httpx.Limits(max_connections=n)) as c, \
+            httpx.AsyncClient(base_url=url, timeout=10) as probe:
         async def one(i):
             try:
                 return await c.post("/v1/query", headers=ACME, json={"text": f"refund {i}"})
@@ -53,6 +65,9 @@ async def _load(url: str, n: int, after_s: float, act) -> list:
                 return e
         tasks = [asyncio.create_task(one(i)) for i in range(n)]
         await asyncio.sleep(after_s)
+        end = time.monotonic() + 30
+        while await _admitted(probe) < 1 and time.monotonic() < end and not all(t.done() for t in tasks):
+            await asyncio.sleep(0.02)
         act()
         return await asyncio.gather(*tasks)
 
