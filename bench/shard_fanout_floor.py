@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
 import secrets
 import statistics
 import time
@@ -58,12 +59,14 @@ def _serve(token: bytes, queue, n: int, dim: int, shard_ids: list[int], shards: 
     time.sleep(10**6)
 
 
-def _merge(labels: np.ndarray, distances: np.ndarray, k: int) -> np.ndarray:
-    order = np.argsort(distances, axis=1, kind="stable")[:, :k]
-    return np.take_along_axis(labels, order, 1)
+def _merge(labels: list[np.ndarray], distances: list[np.ndarray], k: int) -> np.ndarray:
+    """The sharded index's own merge (best score first, ties by label) over hnswlib's cosine distances."""
+    from ragcost.index.sharded import merge_top_k
+
+    return merge_top_k([-d for d in distances], labels, k)[1]
 
 
-def layout(groups: list[list[int]], args, x: np.ndarray, local: list, q: np.ndarray) -> dict:
+def layout(groups: list[list[int]], args, local: list, q: np.ndarray) -> dict:
     from ragcost.runtime.shard_channel import ChannelClient
 
     token = secrets.token_hex(16).encode()
@@ -71,6 +74,7 @@ def layout(groups: list[list[int]], args, x: np.ndarray, local: list, q: np.ndar
     procs = [mp.Process(target=_serve, args=(token, queue, args.n, args.dim, g, args.shards), daemon=True) for g in groups]
     for p in procs:
         p.start()
+    clients: list = []
     try:
         clients = [ChannelClient(tuple(queue.get(timeout=600)), token, 5.0) for _ in procs]
         walk, fan, same = [], [], 0
@@ -78,20 +82,20 @@ def layout(groups: list[list[int]], args, x: np.ndarray, local: list, q: np.ndar
             x1 = q[i:i + 1]
             t0 = time.perf_counter()
             out = [ix.knn_query(x1, 10) for ix in local]
-            ref = _merge(np.concatenate([o[0] for o in out], 1), np.concatenate([o[1] for o in out], 1), 10)
+            ref = _merge([o[0] for o in out], [o[1] for o in out], 10)
             walk.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             for c in clients:
                 c.send({"op": "search", "k": 10}, [("q", x1)])
             rs = [c.receive(30) for c in clients]
-            got = _merge(np.concatenate([r["labels"] for r in rs], 1), np.concatenate([r["distances"] for r in rs], 1), 10)
+            got = _merge([r["labels"] for r in rs], [r["distances"] for r in rs], 10)
             fan.append(time.perf_counter() - t0)
             same += int((got == ref).all())
         w, f = statistics.median(walk[50:]) * 1e3, statistics.median(fan[50:]) * 1e3
         return {"processes": len(groups), "shards_per_process": [len(g) for g in groups], "identical_top10": same,
                 "walk_p50_ms": round(w, 3), "fanout_p50_ms": round(f, 3), "fanout_over_walk": round(f / w, 3)}
     finally:
-        for c in clients if "clients" in locals() else []:
+        for c in clients:
             c.close()
         for p in procs:
             p.terminate()
@@ -109,10 +113,10 @@ def main() -> None:
     q = np.ascontiguousarray(C.synthetic_queries(args.queries, args.dim)[0], np.float32)
     half = args.shards // 2 or 1
     out = {"bench": "shard_fanout_floor", "n": args.n, "dim": args.dim, "shards": args.shards, "queries": args.queries,
-           "machine": C.machine(), "loadavg_start": __import__("os").getloadavg()[0], "layouts": [
-               layout([[i] for i in range(args.shards)], args, x, local, q),
-               layout([list(range(half)), list(range(half, args.shards))], args, x, local, q)]}
-    out["loadavg_end"] = __import__("os").getloadavg()[0]
+           "machine": C.machine(), "loadavg_start": os.getloadavg()[0], "layouts": [
+               layout([[i] for i in range(args.shards)], args, local, q),
+               layout([list(range(half)), list(range(half, args.shards))], args, local, q)]}
+    out["loadavg_end"] = os.getloadavg()[0]
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out, indent=2))
