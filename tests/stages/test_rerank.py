@@ -13,7 +13,7 @@ from ragcost.errors import ConfigError
 from ragcost.runtime.pipeline import Pipeline
 from ragcost.records import Hit, QueryState
 from ragcost.stages.rerank import Rerank
-from ragcost.stages.rerank.hybrid import Tokenizer, build_bm25, rrf
+from ragcost.stages.rerank.hybrid import Tokenizer, build_bm25, names_exact_terms, rrf
 from tests.cli.conftest import write_corpus, write_pipeline
 
 IVFPQ = {"backend": "faiss", "kind": "ivf_pq", "build": {"nlist": 2, "m": 8, "nbits": 4}, "search": {"nprobe": 1}}
@@ -180,6 +180,40 @@ class TestHybrid:
         assert fused["a"] == pytest.approx(1 / 61 + 1 / 62)
         assert fused["c"] == pytest.approx(1 / 63 + 1 / 61)
         assert fused["b"] == pytest.approx(1 / 62)
+
+    def test_rrf_weights_each_ranking(self):
+        fused = rrf([["a", "b"], ["b", "c"]], k=60, weights=[1.0, 0.5])
+        assert fused["a"] == pytest.approx(1 / 61)
+        assert fused["b"] == pytest.approx(1 / 62 + 0.5 / 61)
+        assert fused["c"] == pytest.approx(0.5 / 62)
+        assert rrf([["a"], ["b"]], weights=[1.0, 0.0])["b"] == 0.0
+
+    @pytest.mark.parametrize("question", [
+        "What does __exit__ return?", "Is str.strip in place?", "what is co_varnames", "When is NotImplemented returned?",
+        "Why does ValueError happen?", "What does len() call?", "How does a[i] work?", "How do I slice with a[::2]?",
+        "What does !r do in a format string?", "What is `yield from`?", "Why do I get HTTP 429?", "What does // do?",
+        "What is x ** y?", "How does a @ b work?", "What does x += 1 do?", "What is the walrus := operator?",
+        "What does 5 % 3 give?", "Is a != b the negation of ==?",
+    ])
+    def test_a_question_naming_code_or_a_number_has_exact_terms(self, question):
+        assert names_exact_terms(question)
+
+    @pytest.mark.parametrize("question", [
+        "How do I skip the rest of the current loop iteration?", "What does the with statement do on an exception?",
+        "What is the capital of France?", "How do the and, or and not operators evaluate?", "What's a lambda?",
+        "How can an inner function rebind a variable of the function around it?", "Which values are false?",
+        "Is it well-known?", "asdf qwerty zxcv", "",
+    ])
+    def test_a_question_in_plain_prose_has_none(self, question):
+        assert not names_exact_terms(question)
+
+    def test_prose_weight_applies_to_prose_questions_only(self, flat):
+        prose = "which page announces outages and maintenance"
+        states = retrieved(flat, [prose, "429"], k=2)
+        dense = [[h.doc_id for h in s.hits] for s in states]
+        Rerank(Rerank.Params(backend="hybrid", prose_weight=0.0), flat).run(states, UsageRecord(stage="rerank", resource="cpu", items=2))
+        assert [h.doc_id for h in states[0].hits] == dense[0]  # BM25 has no vote on prose at weight 0: dense order
+        assert "kb-5" in [h.doc_id for h in states[1].hits]  # a number keeps BM25's full vote
 
     def test_bm25_is_built_once_per_corpus_revision_beside_the_index(self, flat):
         a = build_bm25(flat)

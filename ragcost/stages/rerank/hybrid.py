@@ -42,6 +42,13 @@ class HybridParams(RerankerParams):
         "words", description="words: runs of two or more letters/digits/underscores (bm25s's pattern); code: identifiers "
                              "(`__exit__`, `str.lstrip` whole and as `str`, `lstrip`), numbers and operators (`**`, `//`, `@`)")
     stem: bool = Field(False, description="a light suffix strip on both sides (calls -> call), as the extractive evidence")
+    sparse_weight: float = Field(1.0, ge=0.0, le=1.0, description="BM25's weight in the fusion: 1 / (rrf_k + dense rank) + "
+                                                                "weight / (rrf_k + BM25 rank)")
+    prose_weight: Optional[float] = Field(
+        None, ge=0.0, le=1.0, description="BM25's weight for a question that names no identifier, operator or number "
+                                          "(`__exit__`, `str.strip`, `NotImplemented`, `len()`, `//`, `429`): plain "
+                                          "prose, where dense retrieval matches the meaning and BM25 only the words; "
+                                          "default: sparse_weight")
 
 
 def _bm25s():
@@ -185,13 +192,28 @@ def _commit_bm25(root: Path, final: Path, retriever, labels: np.ndarray, fp: dic
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def rrf(rankings: list[list[str | int]], k: int = 60) -> dict[str | int, float]:
-    """Reciprocal rank fusion: key -> sum of 1 / (k + rank), ranks from 1."""
+def rrf(rankings: list[list[str | int]], k: int = 60, weights: Optional[list[float]] = None) -> dict[str | int, float]:
+    """Reciprocal rank fusion: key -> sum over rankings of weight / (k + rank), ranks from 1 (weights default 1)."""
     out: dict[str | int, float] = {}
-    for ranking in rankings:
+    for i, ranking in enumerate(rankings):
+        w = 1.0 if weights is None else weights[i]
         for rank, key in enumerate(ranking, 1):
-            out[key] = out.get(key, 0.0) + 1.0 / (k + rank)
+            out[key] = out.get(key, 0.0) + w / (k + rank)
     return out
+
+
+# What BM25 matches exactly and a sentence embedding blurs: a dotted or underscored name (`str.strip`,
+# `__exit__`, `co_varnames`), a capital inside a word (`NotImplemented`, `ValueError`), a call (`len()`),
+# a subscript (`a[i]`, `a[::2]`), a conversion (`!r`), a back-quoted span, a number (`429`, `0.0`), or an
+# operator of two characters or a lone operator character between spaces (`//`, `**=`, ` @ `, ` % `).
+_EXACT = re.compile(r"[A-Za-z_]\w*[._]\w|\b[a-z]+[A-Z]\w*|\b[A-Z][a-z]+[A-Z]\w*|\w\(\)|\w\[[^\]]*\]|![rsa]\b|`[^`]+`"
+                    r"|\b\d|\*\*|//|<<|>>|->|:=|[-+*/%@&|^~<>=!]=|(?:^|\s)[-+*/%@&|^~<>]+(?=\s|$)")
+
+
+def names_exact_terms(question: str) -> bool:
+    """Whether a question names an identifier, an operator or a number: terms BM25 matches exactly (and
+    deserves its full weight for); a question without any is plain prose."""
+    return bool(_EXACT.search(question))
 
 
 @reranker_registry.register("hybrid")
@@ -270,7 +292,9 @@ class Hybrid(Reranker):
             if doc is None:  # a chunk the store no longer has
                 continue
             bm25.setdefault(doc if per_doc else label, label)
-        scores = rrf([list(by_key), list(bm25)], self.params.rrf_k)
+        p = self.params
+        w = p.sparse_weight if p.prose_weight is None or names_exact_terms(s.text) else p.prose_weight
+        scores = rrf([list(by_key), list(bm25)], p.rrf_k, [1.0, w])
         n = self.params.top_n or s.k
         best = sorted(scores, key=lambda k: -scores[k])[:n]
         # the dense hit (its chunk) wins when both lists have the document
