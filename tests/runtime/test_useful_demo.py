@@ -7,7 +7,7 @@ import json
 import pytest
 
 
-@pytest.mark.slow  # embeds the 79 pydoc topics, then runs 195 questions through the whole chain
+@pytest.mark.slow  # embeds the 79 pydoc topics, then runs 272 questions through the whole chain
 def test_the_demo_abstains_off_topic_and_answers_on_topic(quickstart_index):
     from bench.useful_demo import measure
 
@@ -20,6 +20,8 @@ def test_the_demo_abstains_off_topic_and_answers_on_topic(quickstart_index):
     assert test["on_topic"] >= 30 and test["off_topic"] >= 30
     assert test["off_topic_abstained_or_lt_half_useful"] >= 0.9
     assert test["on_topic_answered_ge_half_useful"] >= 0.9
-    # the demo chain is at least as good as plain dense retrieval over all 144 questions (measured 140 and 139;
-    # on the fresh ones alone it lost, 52 against 53: docs/concepts/useful-documents.md)
+    # the demo chain retrieves better than plain dense retrieval on the questions written after it was chosen
+    # (fresh2: measured 70/77 against 68/77; docs/concepts/useful-documents.md), and is no worse over all 221
+    fresh2 = res["hit_at_3"]["by_split"]["fresh2"]
+    assert fresh2["questions"] >= 30 and fresh2["demo_chain"] > fresh2["plain_dense"]
     assert res["hit_at_3"]["demo_chain"] >= res["hit_at_3"]["plain_dense"]
