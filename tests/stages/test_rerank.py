@@ -215,6 +215,23 @@ class TestHybrid:
         assert [h.doc_id for h in states[0].hits] == dense[0]  # BM25 has no vote on prose at weight 0: dense order
         assert "kb-5" in [h.doc_id for h in states[1].hits]  # a number keeps BM25's full vote
 
+    @pytest.mark.parametrize("question, weight, shown_b", [
+        ("What is __delete__?", 0.5, 6),  # names code: BM25's full vote, rank 1 beats dense's rank 2
+        ("what does deleting do", 1.0, 6),
+        ("what does deleting do", 0.5, 5),  # prose at half a vote: 0.5/61 < 1/62, dense's chunk
+    ])
+    def test_a_document_is_shown_by_the_chunk_of_the_list_that_gave_it_more(self, question, weight, shown_b):
+        from ragcost.stages.rerank.hybrid import Hybrid, HybridParams
+
+        hybrid = Hybrid(HybridParams(prose_weight=weight, top_n=2), ctx=None)
+        hybrid._doc_of = {1: "A", 2: "A", 5: "B", 6: "B"}
+        state = QueryState(text=question, id="q", k=2)
+        state.hits = [Hit(1, "A", 0.9), Hit(5, "B", 0.8)]  # dense: A (chunk 1), then B (chunk 5)
+        winners, _ = hybrid._fuse(state, (np.array([6, 2]), np.array([3.0, 1.0], np.float32)))  # BM25: B's chunk 6, A's 2
+        shown = {k: (h if isinstance(h, int) else h.label) for k, h, _ in winners}
+        assert shown["A"] == 1  # dense rank 1 beats BM25 rank 2: dense's chunk
+        assert shown["B"] == shown_b
+
     def test_bm25_is_built_once_per_corpus_revision_beside_the_index(self, flat):
         a = build_bm25(flat)
         assert a.path.parent == flat.config.index_path and a.path.name.startswith("bm25-")

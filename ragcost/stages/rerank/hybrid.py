@@ -297,5 +297,17 @@ class Hybrid(Reranker):
         scores = rrf([list(by_key), list(bm25)], p.rrf_k, [1.0, w])
         n = self.params.top_n or s.k
         best = sorted(scores, key=lambda k: -scores[k])[:n]
-        # the dense hit (its chunk) wins when both lists have the document
-        return [(k, by_key[k] if k in by_key else bm25[k], float(scores[k])) for k in best], len(dense) + len(bm25)
+        # A document both lists have is shown by the chunk of the list that gave it more of its score
+        # (the dense one on a tie): for "__delete__" BM25 ranks the chunk that defines it, while the
+        # document's nearest chunk by cosine may not name it, and the answer is drawn from that chunk.
+        dense_rank = {k: r for r, k in enumerate(by_key, 1)}
+        bm25_rank = {k: r for r, k in enumerate(bm25, 1)}
+
+        def shown(k):
+            if k not in by_key:
+                return bm25[k]
+            if k in bm25 and w / (p.rrf_k + bm25_rank[k]) > 1.0 / (p.rrf_k + dense_rank[k]) and bm25[k] != by_key[k].label:
+                return bm25[k]
+            return by_key[k]
+
+        return [(k, shown(k), float(scores[k])) for k in best], len(dense) + len(bm25)
