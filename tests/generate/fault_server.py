@@ -3,7 +3,8 @@
 Each request takes the next behaviour from a script: ``ok`` (a full stream with usage),
 ``503``/``429``/``400`` (an HTTP error), ``cut`` (two content chunks, then the connection is
 closed without [DONE]), ``garbage`` (a chunk that is not JSON), ``slow`` (sleeps past the client's
-deadline), ``nousage`` (a full stream without a usage chunk). When the script runs out, ``ok``.
+deadline), ``nousage`` (a full stream without a usage chunk), ``long`` (a full stream, 0.1 s between
+chunks instead of 0.01 s). When the script runs out, ``ok``.
 Bounded: it serves at most ``max_requests`` requests and stops with the test.
 """
 
@@ -97,7 +98,7 @@ class FaultServer:
             payload = f"data: {data}\n\n".encode()
             writer.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
             await writer.drain()
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.1 if what == "long" else 0.01)
 
         n = min(len(WORDS), int(body.get("max_tokens", 5)))
         for i, w in enumerate(WORDS[:n]):
