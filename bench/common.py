@@ -273,3 +273,12 @@ def machine() -> dict[str, Any]:
 
 def emit(result: dict[str, Any]) -> None:
     print(json.dumps(result, indent=2, default=float))
+
+
+def emit_to(result: dict[str, Any], out: Path | None) -> int:
+    """Print the result as JSON, and write it to ``out`` too when given (a bench's saved run); exit code 0."""
+    text = json.dumps(result, indent=1)
+    if out:
+        out.write_text(text + "\n")
+    print(text)
+    return 0

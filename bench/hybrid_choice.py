@@ -39,16 +39,8 @@ VARIANTS: dict[str, dict | None] = {
 }
 
 
-def _docs(hits: list) -> list[str]:
-    out: list[str] = []
-    for h in hits:
-        if h.doc_id not in out:
-            out.append(h.doc_id)
-    return out
-
-
 def measure(pipeline: Path, questions: list[Path], variants: dict[str, dict | None] = VARIANTS) -> dict:
-    from ragcost.evaluate.labelled import read_labelled
+    from ragcost.evaluate.labelled import doc_order, read_labelled
     from ragcost.records import QueryState, UsageRecord
     from ragcost.runtime.pipeline import Pipeline
     from ragcost.stages.rerank import Rerank
@@ -73,7 +65,7 @@ def measure(pipeline: Path, questions: list[Path], variants: dict[str, dict | No
                 got.append(g)
             if params is not None:
                 Rerank(Rerank.Params(**params), pipe).run(got, UsageRecord(stage="rerank", resource="cpu", items=len(got)))
-            docs = [_docs(s.hits) for s in got]
+            docs = [doc_order(s.hits) for s in got]
             hit = [bool(set(d[:3]) & set(q.topics)) for d, q in zip(docs, qs)]
             out["variants"][name] = {
                 "params": params,
@@ -93,12 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--questions", type=Path, nargs="+", default=SEEN)
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args(argv)
+    from bench.common import emit_to
+
     res = measure(a.pipeline, [p.resolve() for p in a.questions])
-    text = json.dumps(res, indent=1)
-    if a.out:
-        a.out.write_text(text + "\n")
-    print(text)
-    return 0
+    return emit_to(res, a.out)
 
 
 if __name__ == "__main__":

@@ -86,12 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pipeline", type=Path, default=REPO / "pipelines" / "quickstart.yaml")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args(argv)
+    from bench.common import emit_to
+
     res = measure(a.pipeline)
-    text = json.dumps(res, indent=1)
-    if a.out:
-        a.out.write_text(text + "\n")
-    print(text)
-    return 0
+    return emit_to(res, a.out)
 
 
 if __name__ == "__main__":

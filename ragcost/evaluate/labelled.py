@@ -65,7 +65,7 @@ def run_labelled(pipe: Any, questions: list[Labelled], batch_size: int = 16) -> 
     for q, s, n in zip(questions, run.states, run.useful):
         gen = s.notes.get("generation") if isinstance(s.notes.get("generation"), dict) else {}
         ev = evidence(q.text, build_prompt(q.text, s.hits, params)) if s.hits else 0.0
-        out.append(Outcome(q, float(n), bool(gen.get("abstained")), _docs(s.hits), ev))
+        out.append(Outcome(q, float(n), bool(gen.get("abstained")), doc_order(s.hits), ev))
     return out
 
 
@@ -80,7 +80,7 @@ def dense_docs(pipe: Any, questions: list[Labelled]) -> list[list[str]]:
         from ragcost.records import UsageRecord
 
         st.run([s for s in states if s.active], UsageRecord(stage=st.type, resource="cpu"))
-    return [_docs(s.hits) for s in states]
+    return [doc_order(s.hits) for s in states]
 
 
 def _k(pipe: Any) -> int:
@@ -90,7 +90,8 @@ def _k(pipe: Any) -> int:
     return 10
 
 
-def _docs(hits: list) -> list[str]:
+def doc_order(hits: list) -> list[str]:
+    """The hits' documents, best first, each once."""
     seen: list[str] = []
     for h in hits:
         if h.doc_id not in seen:
