@@ -232,6 +232,21 @@ class TestHybrid:
         assert shown["A"] == 1  # dense rank 1 beats BM25 rank 2: dense's chunk
         assert shown["B"] == shown_b
 
+    def test_a_bm25_chunk_gone_from_the_store_falls_back_to_the_dense_hit(self):
+        from types import SimpleNamespace
+
+        from ragcost.stages.rerank.hybrid import Hybrid, HybridParams
+
+        store = SimpleNamespace(chunks=lambda labels: [])  # both BM25 chunks went between search and read
+        hybrid = Hybrid(HybridParams(top_n=3), ctx=SimpleNamespace(store=lambda: store))
+        hybrid._index = SimpleNamespace(search=lambda texts, k, allowed: [(np.array([6, 9]), np.array([3.0, 2.0], np.float32))])
+        hybrid._doc_of = {1: "A", 5: "B", 6: "B", 9: "C"}
+        state = QueryState(text="What is __delete__?", id="q", k=3)
+        state.hits = [Hit(1, "A", 0.9), Hit(5, "B", 0.8)]
+        hybrid.rerank([state], UsageRecord(stage="rerank", resource="cpu", items=1))
+        # B would be shown by BM25's chunk 6, which is gone: its dense chunk 5 instead; C had only BM25's, so it goes
+        assert sorted((h.doc_id, h.label) for h in state.hits) == [("A", 1), ("B", 5)]
+
     def test_bm25_is_built_once_per_corpus_revision_beside_the_index(self, flat):
         a = build_bm25(flat)
         assert a.path.parent == flat.config.index_path and a.path.name.startswith("bm25-")

@@ -259,9 +259,11 @@ class Hybrid(Reranker):
             allowed = store.matching_labels(states[0].filter) if key else None
             for s, res in zip(states, index.search([s.text for s in states], self.params.sparse_k, allowed)):
                 sparse[id(s)] = res
-        # Fuse on the document ids held in memory; only the winners that dense retrieval did not
+        # Fuse on the document ids held in memory; only the chunks shown that dense retrieval did not
         # bring are read from the store (reading every BM25 candidate cost ~20 ms a query on DuckDB).
         fused, scored = [], 0
+        per_doc = self.params.per_document
+        dense_of = {id(s): {h.doc_id if per_doc else h.label: h for h in reversed(s.hits)} for s in batch}  # the first hit per key
         for s in batch:
             winners, n = self._fuse(s, sparse[id(s)])
             fused.append(winners)
@@ -270,11 +272,14 @@ class Hybrid(Reranker):
         rows = {r["label"]: r for r in store.chunks(want)} if want else {}
         for s, winners in zip(batch, fused):
             s.hits = []
-            for _, h, score in winners:
+            for key, h, score in winners:
                 if isinstance(h, int):  # a BM25 label: its row, unless the chunk went meanwhile
                     if h not in rows:
-                        continue
-                    h = hit_from_row(rows[h], score)
+                        h = dense_of[id(s)].get(key)  # then the dense hit of that document, if it had one
+                        if h is None:
+                            continue
+                    else:
+                        h = hit_from_row(rows[h], score)
                 h.score = score
                 s.hits.append(h)
         usage.notes["rerank"] = {"scored": scored, "batches": len(groups)}
