@@ -196,7 +196,9 @@ def check_fingerprint(cal: Calibration, expected: Mapping[str, Any], path: str |
 
 
 def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(d, dict):
+    if isinstance(d, list) and d:  # a list's items by position (scoring.0.options.rrf_k), so a change is named
+        d = {str(i): v for i, v in enumerate(d)}
+    if not isinstance(d, dict) or not d:
         return {prefix: d}
     out: dict[str, Any] = {}
     for k, v in d.items():

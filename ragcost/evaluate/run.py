@@ -478,11 +478,13 @@ class _Evaluator:
         """P(relevant) of a final document from its score, rank and gap, fit on the qrels; held-out quality."""
         from ragcost.cost.calibration import fingerprint_of
         from ragcost.evaluate.expected import fit_expected, judged_queries, qrels_hash
+        from ragcost.runtime.judge import scoring_of
 
         judged = judged_queries(self.qids, ranked, scores, self.qrels, self.spec.k[0])
         r.expected = fit_expected(judged)
         cfg = self.pipe.config
-        scoring = [{"backend": c.rerank.get("backend"), "model": c.rerank.get("model")}] if c.rerank else []
+        stage = self.ls.stages.get(c.entry) if c.rerank else None
+        scoring = [scoring_of(stage[1])] if stage else []
         r.expected["fingerprint"] = fingerprint_of(
             cfg.embed.model, self.pipe.embedder.fingerprint(), c.dim, c.precision, self.pipe._chunking_made_by(),
             c.index_config.backend, c.index_config.kind, c.index_config.build, c.search, scoring, self.spec.k[0])

@@ -30,14 +30,18 @@ def final_k(specs: list) -> int:
     return k
 
 
+def scoring_of(params: Any) -> dict[str, Any]:
+    """A re-rank stage's entry in a calibration's fingerprint (the eval side uses the same, on the grid's stage)."""
+    if hasattr(params, "scoring_fingerprint"):
+        return params.scoring_fingerprint()
+    extra = getattr(params, "model_extra", None) or {}  # a rerank stage from a plugin: its backend and model
+    return {"backend": getattr(params, "backend", None), "model": getattr(params, "model", None) or extra.get("model")}
+
+
 def pipeline_fingerprint(pipe: Any) -> dict[str, Any]:
     """What the pipeline would need a calibration to have been fit on (the eval side builds the same)."""
     cfg, ic = pipe.config, pipe.index_config
-    scoring = []
-    for cls, params in pipe.loaded.stage_specs:
-        if cls.type == "rerank":
-            extra = getattr(params, "model_extra", None) or {}
-            scoring.append({"backend": getattr(params, "backend", None), "model": getattr(params, "model", None) or extra.get("model")})
+    scoring = [scoring_of(params) for cls, params in pipe.loaded.stage_specs if cls.type == "rerank"]
     return fingerprint_of(cfg.embed.model, pipe.embedder.fingerprint(), pipe.dim, cfg.embed.precision, pipe._chunking_made_by(),
                           ic.backend, ic.kind, ic.build, ic.search, scoring, final_k(pipe.loaded.stage_specs))
 

@@ -59,6 +59,18 @@ class TestLoadSpec:
             load_spec(write_spec(folder, grid=grid))
 
 
+    def test_a_grid_rerank_names_its_scores_as_the_pipeline_stage_does(self, folder):
+        from ragcost.runtime.judge import scoring_of
+        from ragcost.stages.rerank.stage import RerankParams
+
+        grid = f"grid:\n  - index: {REPO}/indexes/flat.yaml\n    rerank: {{type: hybrid, rrf_k: 20, top_n: 5}}"
+        ls = load_spec(write_spec(folder, grid=grid))
+        [(_, params)] = ls.stages.values()
+        # `type:` in a grid names the backend; the calibration eval writes must match the stage a pipeline loads
+        assert scoring_of(params) == scoring_of(RerankParams(backend="hybrid", rrf_k=20)) \
+            == {"backend": "hybrid", "model": None, "options": {"rrf_k": 20}}
+
+
 class TestExpand:
     def test_impossible_combinations_are_skipped_with_the_reason(self, folder):
         ls = load_spec(write_spec(folder, dims=[64, 32, 128]))

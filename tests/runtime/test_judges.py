@@ -53,3 +53,26 @@ def test_a_corrupt_calibration_beside_the_pipeline_is_refused_at_load(tmp_path):
     with pytest.raises(ConfigError, match=r"kb.calibration.json: corrupt calibration file .*refit it with `ragcost eval"):
         load_pipeline(p)
     assert load_pipeline(p, judge=False).config.useful.judge == "calibrated"  # eval can still load it to refit
+
+
+def _scoring(tmp_path, name, rerank):
+    from ragcost.runtime.judge import scoring_of
+
+    folder = tmp_path / name
+    folder.mkdir()
+    lp = load_pipeline(write_pipeline(folder, stages=[{"type": "retrieve"}, {"type": "rerank", **rerank}]), judge=False)
+    return [scoring_of(params) for cls, params in lp.stage_specs if cls.type == "rerank"]
+
+
+def test_a_calibration_is_valid_for_the_rerank_options_that_make_its_scores(tmp_path):
+    from ragcost.cost.calibration import Calibration, FingerprintError, check_fingerprint
+
+    base = _scoring(tmp_path, "a", {"backend": "hybrid"})
+    assert base == [{"backend": "hybrid", "model": None}]  # the defaults: what a calibration written before options were kept holds
+    assert _scoring(tmp_path, "b", {"backend": "hybrid", "top_n": 5, "rrf_k": 60}) == base  # top_n and a default value change no score
+    moved = _scoring(tmp_path, "c", {"backend": "hybrid", "rrf_k": 20, "prose_weight": 0.5})
+    assert moved == [{"backend": "hybrid", "model": None, "options": {"rrf_k": 20, "prose_weight": 0.5}}]
+    cal = Calibration.__new__(Calibration)
+    cal.fingerprint = {"scoring": base}
+    with pytest.raises(FingerprintError, match=r"cal.json: calibration was fit for another configuration \(scoring.0.options.prose_weight: \(none\) -> 0.5; scoring.0.options.rrf_k: \(none\) -> 20\); refit it"):
+        check_fingerprint(cal, {"scoring": moved}, "cal.json", "ragcost eval SPEC --write")

@@ -19,6 +19,10 @@ class RerankerParams(Strict):
 
     top_n: Optional[int] = Field(None, ge=1, description="hits kept after re-ranking; default: as many as came in")
 
+    # Options that change no score (how many are kept, how fast they are computed): left out of what a
+    # calibration fit on this backend's scores is valid for.
+    not_scoring: ClassVar[frozenset[str]] = frozenset({"top_n"})
+
 
 class Reranker(ABC):
     """Re-scores hits; the rerank stage sorts and cuts. ``score_scale`` says what its scores mean

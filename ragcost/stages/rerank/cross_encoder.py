@@ -19,6 +19,7 @@ from ragcost.stages.rerank.base import Reranker, RerankerParams, batches, rerank
 
 class CrossEncoderParams(RerankerParams):
     model: str = Field(description="a local cross-encoder folder (relative to the pipeline file or the working directory); nothing is downloaded")
+    not_scoring = frozenset({"top_n", "batch_size", "device"})
     batch_size: int = Field(32, ge=1, description="pairs per forward pass")
     device: Literal["cpu", "cuda", "auto"] = Field("auto", description="auto = cuda when available")
     max_length: Optional[int] = Field(None, ge=8, description="tokens per pair; default: the model's")

@@ -33,6 +33,16 @@ class RerankParams(StageParams):
         self.backend_params()
         return self
 
+    def scoring_fingerprint(self) -> dict:
+        """What a calibration fit on this stage's scores is valid for: the backend, its model, and each
+        option that changes a score and is set away from its default (``options``, absent when none is)."""
+        bp = self.backend_params()
+        out = {"backend": self.backend, "model": getattr(bp, "model", None)}
+        options = bp.model_dump(mode="json", exclude_defaults=True, exclude=set(type(bp).not_scoring) | {"model"})
+        if options:
+            out["options"] = options
+        return out
+
     def backend_params(self) -> RerankerParams:
         if self.backend not in reranker_registry:
             raise ValueError(f"unknown rerank backend {self.backend!r}; installed: {reranker_registry.known()}")
