@@ -77,7 +77,9 @@ def stage_table(r: Any) -> Any:
 
     from ragcost.cost.fmt import money_column
 
-    t = Table(title=f"{_m(r.name)}: marginal $ per stage, {r.queries} queries", header_style="bold", pad_edge=False)
+    title = f"{_m(r.name)}: marginal $ per stage, {r.queries} queries"
+    # At least as wide as its title: rich folds a title to the table's width, and this table is narrow.
+    t = Table(title=title, header_style="bold", pad_edge=False, min_width=len(title))
     for h in ("stage", "$", "useful", "$/useful"):
         t.add_column(h, justify="left" if h == "stage" else "right")
     usd = money_column([s["usd"] for s in r.stages] + [r.total_usd])
@@ -380,7 +382,8 @@ def _compare(out: Any, refs: tuple[str, str], ledger: Optional[str], spec: Optio
             raise ConfigError("--compare: name a configuration on both sides (RUN:CONFIG RUN:CONFIG, e.g. "
                               "last:dense-flat last:dense-flat+hybrid) or on neither (RUN RUN)")
         return _compare_two(out, res.find_config(rows_a, cfg_a, id_a), res.find_config(rows_b, cfg_b, id_b), id_a, id_b)
-    t = Table(title=f"eval run {id_a[:8]} -> {id_b[:8]} (B - A; paired over the queries both judged)", header_style="bold")
+    title = f"eval run {id_a[:8]} -> {id_b[:8]} (B - A; paired over the queries both judged)"
+    t = Table(title=title, header_style="bold", min_width=len(title))
     t.add_column("config", no_wrap=True)
     t.add_column("change")
     for m in res.COMPARED:
@@ -457,8 +460,9 @@ def _routing(out: Any, spec: Path, html: Optional[Path], other: Optional[Path]) 
     if other is not None:
         raise ConfigError("--csv/--parquet: a routing spec writes --html only (the curve is small; --html has its table)")
     r = run_routing(spec)
-    t = Table(title=f"routing {_m(r.name)}: {r.queries} labelled queries, {r.needs_large} need large "
-                    f"(small ${r.usd_per_1k_small:.4f}, large ${r.usd_per_1k_large:.4f} per 1k)", header_style="bold", pad_edge=False)
+    title = (f"routing {_m(r.name)}: {r.queries} labelled queries, {r.needs_large} need large "
+             f"(small ${r.usd_per_1k_small:.4f}, large ${r.usd_per_1k_large:.4f} per 1k)")
+    t = Table(title=title, header_style="bold", pad_edge=False, min_width=len(title))
     for h in ("threshold", "share large", "recall needs-large", "precision", "$/1k queries", "PGR", "undecided"):
         t.add_column(h, justify="right")
     for p in r.curve:

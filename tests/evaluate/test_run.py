@@ -125,6 +125,26 @@ class TestCli:
         assert json.loads(row[0])[-1]["stage"] == "storage" and json.loads(row[1])["threshold"] == row[2]
 
 
+    @pytest.mark.parametrize("usd", [1e-9, 0.000123456, 12345.678])
+    def test_the_stage_table_title_is_one_line_whatever_its_numbers(self, evaluated, usd):
+        # rich folds a title to its table's width; this table is narrow, and CI's dollars made it fold
+        # ("marginal $ per" / "stage, 20 queries") where a quiet box's did not.
+        import copy
+
+        from rich.console import Console
+
+        from ragcost.cli.eval_cmd import stage_table
+
+        _, _, run = evaluated
+        r = copy.deepcopy(run.ok()[0])
+        for s in r.stages:
+            s["usd"], s["usd_per_useful"] = usd, usd
+        r.total_usd = r.usd_per_useful = usd
+        con = Console(width=220, record=True)
+        con.print(stage_table(r))
+        lines = con.export_text().splitlines()
+        assert any(line.strip() == f"{r.name}: marginal $ per stage, {r.queries} queries" for line in lines), lines
+
     def test_a_missing_spec_is_one_line(self, tmp_path, capsys):
         assert main(["eval", str(tmp_path / "nope.yaml")]) == 1
         err = capsys.readouterr().err
