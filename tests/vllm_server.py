@@ -19,6 +19,10 @@ from typing import Optional
 
 REPO = Path(__file__).resolve().parent.parent
 SERVED_NAME = "tiny-llama"
+# The model's context, and the server's --max-model-len. 1024, not 256: a prompt of ~180 tokens left 256 room
+# for ~76 output tokens, which vLLM clipped every max_tokens to, and the kill test needs streams long enough that
+# a kill at one's first text is sure to land before the server has written the rest.
+CONTEXT = 1024
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
@@ -56,11 +60,11 @@ def build_tiny_model(folder: Path, vocab_size: int = 384, seed: int = 0) -> Path
     tok.train_from_iterator(_CORPUS * 4, trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="</s>")
     fast.chat_template = CHAT_TEMPLATE
-    fast.model_max_length = 256
+    fast.model_max_length = CONTEXT
     fast.save_pretrained(folder)
     torch.manual_seed(seed)
     cfg = LlamaConfig(vocab_size=len(fast), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
+                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=CONTEXT,
                       bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id, tie_word_embeddings=False)
     LlamaForCausalLM(cfg).to(torch.float32).save_pretrained(folder, safe_serialization=True)
     return folder
@@ -88,7 +92,7 @@ class VllmServer:
 
     def command(self) -> list[str]:
         return [str(self.python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model_dir),
-                "--host", "127.0.0.1", "--port", str(self.port), "--dtype", "float32", "--max-model-len", "256",
+                "--host", "127.0.0.1", "--port", str(self.port), "--dtype", "float32", "--max-model-len", str(CONTEXT),
                 "--enforce-eager", "--served-model-name", SERVED_NAME, "--max-num-seqs", "16",
                 "--disable-log-stats"]
 
