@@ -9,8 +9,9 @@ query's text, with the tokens that price them.
 
 What embedding the evaluated queries costs is measured the way ``ragcost query`` measures it: the
 pipeline's embed stage through the runner (its CPU meter, the stage's tokenizer count), over the
-evaluated queries in batches of ``embed.batch_size``, three whole rounds, each batch its median round
-(the warm cost a served pipeline pays; a first round builds torch's kernels for each new input shape). The measurement is
+evaluated queries in batches of ``embed.batch_size``, whole rounds (at least three, and on until they
+span five seconds, at most nine), each batch its median round (the warm cost a served pipeline pays; a
+first round builds torch's kernels for each new input shape). The measurement is
 kept in ``<dataset>-<fingerprint12>.query-cpu.json`` under a key of the query set and of the
 conditions it depends on (thread policy, torch threads, CPUs, the embed config, the meter): rerun
 under the same conditions it is reused (every chunking of a grid prices the same seconds); under
@@ -168,9 +169,12 @@ def embed_queries(pipe: Pipeline, queries: dict[str, str], dataset: Path, cache_
         seconds, np.array([cached[q][3] for q in ids]), len(todo), cpu)
 
 
-MEASURE_VERSION = 3  # 1: process CPU of emb.embed, each query its batch's share of whichever set was embedded first;
-# 2: one timed round after one untimed batch (a batch of a new shape paid torch's kernel build)
-MEASURE_ROUNDS = 3  # timed rounds over every batch; a batch's figure is its median round
+MEASURE_VERSION = 4  # 1: process CPU of emb.embed, each query its batch's share of whichever set was embedded first;
+# 2: one timed round after one untimed batch (a batch of a new shape paid torch's kernel build);
+# 3: three whole rounds, each batch its median round; 4: rounds on until they span MEASURE_SPAN_S
+MEASURE_ROUNDS = 3  # at least this many timed rounds over every batch; a batch's figure is its median round
+MEASURE_SPAN_S = 5.0  # ...and more rounds until they span this long: a slow spell of the machine outlasts a round
+MEASURE_MAX_ROUNDS = 9
 KEEP_MEASUREMENTS = 16
 
 
@@ -213,7 +217,14 @@ def query_cpu(pipe: Pipeline, ids: list[str], texts: list[str], dataset: Path, c
 
 def _measure(pipe: Pipeline, ids: list[str], texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """The pipeline's embed stage over the queries in batches of embed.batch_size, timed by the runner:
-    MEASURE_ROUNDS whole rounds over every batch, each batch its median round.
+    whole rounds over every batch, at least MEASURE_ROUNDS and on until they span MEASURE_SPAN_S (at most
+    MEASURE_MAX_ROUNDS), each batch its median round.
+
+    Why a span: on the 2-core VM a round over 112 Cranfield queries takes 0.8 s, and the machine has slow
+    spells of 1-3 s in which every round costs 20-40% more CPU (a 60 s trace of one 64-query batch: p10
+    0.68, median 0.72, p90 0.85 CPU-s, the slow rounds in runs). Three back-to-back rounds could all fall
+    in one: a measurement 1.4x another's a minute later, and a held-out Cranfield query-time ÷ eval ratio
+    of 0.87 because the eval side was the slow one.
 
     Whole rounds, so a burst of load on the machine hits one round of a batch, not all of it; the median, so
     the first round is left out where it is the slow one: torch's CPU kernels are built per input shape on
@@ -230,18 +241,22 @@ def _measure(pipe: Pipeline, ids: list[str], texts: list[str]) -> tuple[np.ndarr
     bs = pipe.config.embed.batch_size
     batch = lambda lo: [QueryState(text=t, id=q) for q, t in zip(ids[lo:lo + bs], texts[lo:lo + bs])]  # noqa: E731
     starts = list(range(0, len(ids), bs))
-    wall, cpu = np.zeros((MEASURE_ROUNDS, len(starts))), np.zeros((MEASURE_ROUNDS, len(starts)))
+    wall, cpu = np.zeros((MEASURE_MAX_ROUNDS, len(starts))), np.zeros((MEASURE_MAX_ROUNDS, len(starts)))
     sizes = [0] * len(starts)
-    for rnd in range(MEASURE_ROUNDS):
+    rounds, t0 = 0, perf_counter()
+    # an odd count, so the median is a round (MEASURE_ROUNDS and MEASURE_MAX_ROUNDS are odd)
+    while rounds < MEASURE_MAX_ROUNDS and (rounds < MEASURE_ROUNDS or perf_counter() - t0 < MEASURE_SPAN_S or rounds % 2 == 0):
         for b, lo in enumerate(starts):
             rec = runner.run(batch(lo)).calls[0].record
             sizes[b] = rec.items
-            wall[rnd, b] = rec.wall_seconds
-            cpu[rnd, b] = rec.cpu_seconds if rec.cpu_seconds is not None else rec.wall_seconds
+            wall[rounds, b] = rec.wall_seconds
+            cpu[rounds, b] = rec.cpu_seconds if rec.cpu_seconds is not None else rec.wall_seconds
+        rounds += 1
+    wall, cpu = wall[:rounds], cpu[:rounds]
     w_out, c_out = np.zeros(len(ids)), np.zeros(len(ids))
     for b, lo in enumerate(starts):
         n = sizes[b]
-        pick = int(np.argsort(cpu[:, b])[MEASURE_ROUNDS // 2])  # the median round; its wall beside its CPU
+        pick = int(np.argsort(cpu[:, b])[rounds // 2])  # the median round; its wall beside its CPU
         w_out[lo:lo + n] = wall[pick, b] / n
         c_out[lo:lo + n] = cpu[pick, b] / n
     return w_out, c_out
