@@ -244,8 +244,13 @@ def _measure(pipe: Pipeline, ids: list[str], texts: list[str]) -> tuple[np.ndarr
     wall, cpu = np.zeros((MEASURE_MAX_ROUNDS, len(starts))), np.zeros((MEASURE_MAX_ROUNDS, len(starts)))
     sizes = [0] * len(starts)
     rounds, t0 = 0, perf_counter()
-    # an odd count, so the median is a round (MEASURE_ROUNDS and MEASURE_MAX_ROUNDS are odd)
-    while rounds < MEASURE_MAX_ROUNDS and (rounds < MEASURE_ROUNDS or perf_counter() - t0 < MEASURE_SPAN_S or rounds % 2 == 0):
+
+    def more() -> bool:  # an odd count, so the median is a round (MEASURE_ROUNDS and MEASURE_MAX_ROUNDS are odd)
+        if rounds >= MEASURE_MAX_ROUNDS:
+            return False
+        return rounds < MEASURE_ROUNDS or rounds % 2 == 0 or perf_counter() - t0 < MEASURE_SPAN_S
+
+    while more():
         for b, lo in enumerate(starts):
             rec = runner.run(batch(lo)).calls[0].record
             sizes[b] = rec.items

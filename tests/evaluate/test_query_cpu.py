@@ -52,27 +52,26 @@ def test_a_damaged_measurement_file_is_measured_again(tmp_path):
     assert (qv.cpu > 0).all() and len(json.loads(path.read_text())) == 1
 
 
-def _rounds(tmp_path, monkeypatch, span: float) -> int:
-    """How many timed rounds eval's measurement ran over a 40-query set (batches of 16: 3 stage calls a round)."""
+
+def test_the_measurement_runs_rounds_until_they_span_the_set_time(tmp_path, monkeypatch):
     from ragcost.evaluate import vectors
     from ragcost.runtime.runner import Runner
 
     pipe, data = _setup(tmp_path)
-    monkeypatch.setattr(vectors, "MEASURE_SPAN_S", span)
-    runs = []
+    sizes: list[int] = []
     real = Runner.run
-    monkeypatch.setattr(Runner, "run", lambda self, states, *a, **k: runs.append(len(states)) or real(self, states, *a, **k))
-    qv = vectors.query_cpu(pipe, list(QUERIES), list(QUERIES.values()), data, tmp_path / f"cache{span}")
-    assert (qv[1] > 0).all()
-    assert sum(runs) % len(QUERIES) == 0  # whole rounds only
-    return sum(runs) // len(QUERIES)
+    monkeypatch.setattr(Runner, "run", lambda self, states, *a, **k: sizes.append(len(states)) or real(self, states, *a, **k))
 
-
-def test_the_measurement_runs_rounds_until_they_span_the_set_time(tmp_path, monkeypatch):
-    from ragcost.evaluate import vectors
+    def rounds(span: float) -> int:
+        """Timed rounds over the 40 queries (batches of 16: 3 stage calls a round) with MEASURE_SPAN_S = span."""
+        sizes.clear()
+        monkeypatch.setattr(vectors, "MEASURE_SPAN_S", span)
+        _, cpu = vectors.query_cpu(pipe, list(QUERIES), list(QUERIES.values()), data, tmp_path / f"cache{span}")
+        assert (cpu > 0).all() and sum(sizes) % len(QUERIES) == 0  # whole rounds only
+        return sum(sizes) // len(QUERIES)
 
     # tiny batches: a round takes milliseconds, so the span runs the measurement to its cap
-    assert _rounds(tmp_path, monkeypatch, span=60.0) == vectors.MEASURE_MAX_ROUNDS
+    assert rounds(60.0) == vectors.MEASURE_MAX_ROUNDS
     # no span: the minimum, an odd count so the median is a round
-    assert _rounds(tmp_path, monkeypatch, span=0.0) == vectors.MEASURE_ROUNDS
+    assert rounds(0.0) == vectors.MEASURE_ROUNDS
     assert vectors.MEASURE_ROUNDS % 2 == 1 and vectors.MEASURE_MAX_ROUNDS % 2 == 1
