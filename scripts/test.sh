@@ -30,6 +30,7 @@ if [ "${CI:-}" = true ]; then export RAGCOST_REQUIRE_POSTGRES=1 RAGCOST_REQUIRE_
 set +e
 .venv/bin/python -m pytest -n "${RAGCOST_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder -m "not serial" "$@"
 parallel=$?
+.venv/bin/python scripts/wait_quiet.py  # nothing the first part left running shares the serial tests' CPUs
 .venv/bin/python -m pytest -m serial -p no:xdist "$@"
 alone=$?
 [ "$alone" = 5 ] && alone=0  # no serial test among the ones asked for
