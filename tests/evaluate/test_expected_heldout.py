@@ -105,6 +105,7 @@ def test_the_judge_fit_on_half_the_queries_predicts_the_other_half(shared_data, 
     for _ in range(5):
         _forget_measurement(name, len(held))
         ev = run_eval(load_spec(spec), CACHE, half=("test", 0)).ok()[0]
+        assert _measured(name, len(held)), "eval reused a measurement it should have taken afresh"
         code, out, err = run_cli(capsys, "query", pipe, "--queries", qfile, "--json", "--no-ledger", "--batch-size", "64")  # the embed batch eval used
         assert code == 0, err
         res = json.loads(out)
@@ -135,3 +136,9 @@ def _forget_measurement(name: str, queries: int) -> None:
     for path in CACHE.glob(f"{name}-*.query-cpu.json"):
         book = json.loads(path.read_text())
         path.write_text(json.dumps({k: v for k, v in book.items() if v.get("queries") != queries}))
+
+
+def _measured(name: str, queries: int) -> bool:
+    """Whether a NAME query set of this size has a cached measurement (after _forget_measurement: a fresh one)."""
+    return any(v.get("queries") == queries for path in CACHE.glob(f"{name}-*.query-cpu.json")
+               for v in json.loads(path.read_text()).values())
