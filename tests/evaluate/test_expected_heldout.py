@@ -130,15 +130,19 @@ def test_the_judge_fit_on_half_the_queries_predicts_the_other_half(shared_data, 
     assert abs(ratio - 1) <= 0.15
 
 
+def _books(name: str):
+    """(path, book) of each cached NAME query-CPU measurement file."""
+    for path in CACHE.glob(f"{name}-*.query-cpu.json"):
+        yield path, json.loads(path.read_text())
+
+
 def _forget_measurement(name: str, queries: int) -> None:
     """Drop the cached query-CPU measurements of every NAME query set of this size, so the next eval measures
     the held-out half anew (the fit half, of the same size for SciFact, is measured again when next needed)."""
-    for path in CACHE.glob(f"{name}-*.query-cpu.json"):
-        book = json.loads(path.read_text())
+    for path, book in _books(name):
         path.write_text(json.dumps({k: v for k, v in book.items() if v.get("queries") != queries}))
 
 
 def _measured(name: str, queries: int) -> bool:
     """Whether a NAME query set of this size has a cached measurement (after _forget_measurement: a fresh one)."""
-    return any(v.get("queries") == queries for path in CACHE.glob(f"{name}-*.query-cpu.json")
-               for v in json.loads(path.read_text()).values())
+    return any(v.get("queries") == queries for _, book in _books(name) for v in book.values())
