@@ -11,7 +11,7 @@ import typer
 from ragcost.errors import RagcostError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Cost-aware RAG pipelines: index, query, validate, report, plan.")
-_STATE = {"debug": False}
+_STATE = {"debug": False, "registered": False}
 
 
 @app.callback()
@@ -20,6 +20,10 @@ def _root(debug: bool = typer.Option(False, "--debug", help="show full traceback
 
 
 def _register() -> None:
+    """Add the commands to ``app``, once per process: ``main`` is also called in-process (the tests, a script), and
+    registering again on each call appended a second copy of every command, so each call built a larger CLI."""
+    if _STATE["registered"]:
+        return
     from ragcost.cli import config_cmds, eval_cmd, index_cmd, query_cmd, tune_cmd
 
     app.command("index")(index_cmd.index)
@@ -39,6 +43,7 @@ def _register() -> None:
     app.add_typer(cache_cmd.app, name="cache")
     app.command("serve")(serve)
     _link_docs()
+    _STATE["registered"] = True
 
 
 # Each command's --help ends with the docs page of its task (tests/docs/test_site.py checks they exist).
