@@ -246,6 +246,9 @@ SHARED_RESOURCE_GROUPS = {  # heaviest first; within a group, in this order
                          "tests/cache/test_quickstart_cached.py"),
 }
 GROUP_OF = {f: g for g, files in SHARED_RESOURCE_GROUPS.items() for f in files}
+# Files that start vLLM go last: scripts/test.sh makes vLLM's venv in the background while the rest runs
+# (tests/vllm_server.py waits for it), so the install's minutes overlap the suite instead of preceding it.
+LAST = ("tests/stages/test_route_vllm.py", "tests/generate/test_vllm_server.py", "tests/generate/test_vllm_offline_cpu.py")
 FIXTURE_GROUPS = {"ray_cluster": "ray-cluster", "quickstart_built": "quickstart-index",
                   "quickstart_index": "quickstart-index"}
 
@@ -269,9 +272,9 @@ def pytest_xdist_make_scheduler(config, log):
 def pytest_collection_modifyitems(config, items):
     if not os.environ.get("PYTEST_XDIST_WORKER"):  # the workers collect; the controller schedules what they send
         return
-    missing = [f for f in GROUP_OF if not (REPO / f).is_file()]
+    missing = [f for f in (*GROUP_OF, *LAST) if not (REPO / f).is_file()]
     if missing:
-        raise pytest.UsageError(f"tests/conftest.py SHARED_RESOURCE_GROUPS names {missing}, which do not exist")
+        raise pytest.UsageError(f"tests/conftest.py SHARED_RESOURCE_GROUPS or LAST names {missing}, which do not exist")
 
     def path(item) -> str:
         return Path(str(item.fspath)).resolve().relative_to(REPO).as_posix()
@@ -287,6 +290,7 @@ def pytest_collection_modifyitems(config, items):
     def key(item):
         p = path(item)
         g = GROUP_OF.get(p)
-        return (groups.index(g) if g else len(groups), within.get(p, 0), order[id(item)])
+        rank = groups.index(g) if g else len(groups) + (p in LAST)
+        return (rank, within.get(p, 0), order[id(item)])
 
     items.sort(key=key)

@@ -39,7 +39,32 @@ def vllm_venv() -> Path:
     return Path(os.environ.get("RAGCOST_VLLM_VENV", REPO / ".vllm-venv"))
 
 
+SETUP_RC_ENV = "RAGCOST_VLLM_SETUP_RC"  # scripts/test.sh: the file scripts/ci_vllm.sh's exit code goes to when done
+SETUP_WAIT_S = 900.0
+
+
+def wait_for_setup(timeout_s: float = SETUP_WAIT_S) -> None:
+    """When scripts/test.sh is making the vLLM venv in the background (it names the file the install's exit code goes
+    to in RAGCOST_VLLM_SETUP_RC), wait for it, bounded; a failed install is an error naming its log."""
+    rc_file = os.environ.get(SETUP_RC_ENV)
+    if not rc_file:
+        return
+    rc_path = Path(rc_file)
+    deadline = time.monotonic() + timeout_s
+    while not rc_path.exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the vLLM venv install (scripts/ci_vllm.sh) did not finish in {timeout_s:.0f} s; "
+                               f"see {rc_path.with_suffix('.log')}")
+        time.sleep(1)
+    rc = rc_path.read_text().strip()
+    if rc != "0":
+        log = rc_path.with_suffix(".log")
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:]) if log.exists() else "(no log)"
+        raise RuntimeError(f"scripts/ci_vllm.sh exited {rc}; its log {log} ends:\n{tail}")
+
+
 def vllm_python() -> Optional[Path]:
+    wait_for_setup()
     py = vllm_venv() / "bin" / "python"
     return py if py.exists() else None
 
