@@ -1,11 +1,18 @@
-"""On Cranfield's graded judgments (1-4), graded nDCG is not the binary one: the grades matter."""
+"""On Cranfield's graded judgments (1-4), graded nDCG is not the binary one: the grades matter.
+
+Embedded with the fastest runtime that reproduces torch's nDCG (tests/conftest.py ``fastest_runtime``; SciFact's
+integration test checks that it does): the claim is about the judgments, not the runtime, and torch float32 took
+2-3x as long. The held-out judge test (test_expected_heldout.py) reads the same cached vectors."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from ragcost.evaluate.run import run_eval
 from ragcost.evaluate.spec import load_spec
+from tests.conftest import fastest_runtime
 from tests.evaluate.conftest import REPO
 
 
@@ -14,9 +21,9 @@ def test_graded_ndcg_on_cranfield_differs_from_binary_relevance(shared_data, tmp
     dataset = shared_data / "cranfield"
     spec = tmp_path / "cranfield.yaml"
     body = (f"pipeline: {REPO}/pipelines/cranfield.yaml\ndataset: {dataset}\nk: [10]\n"
-            f"grid:\n  - index: {REPO}/indexes/flat.yaml\n")
+            f"embedders: [{json.dumps(fastest_runtime())}]\ngrid:\n  - index: {REPO}/indexes/flat.yaml\n")
     spec.write_text(body)
-    cache = REPO / ".ragcost" / "eval"  # the same cache `ragcost eval eval/cranfield-indexes.yaml` fills: embed once
+    cache = REPO / ".ragcost" / "eval"  # the eval cache: Cranfield is embedded once per clone (the held-out test reads it)
     graded = run_eval(load_spec(spec), cache)
     spec.write_text(body + "relevance: binary\n")
     flat = run_eval(load_spec(spec), cache)

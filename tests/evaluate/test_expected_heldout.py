@@ -30,9 +30,8 @@ CACHE = REPO / ".ragcost" / "eval"
 def _setup(tmp_path, name: str, shared_data):
     """A copy of pipelines/NAME.yaml with judge: calibrated, whose store is a copy of the eval cache's store.
 
-    SciFact is embedded with the runtime tests/integration/test_scifact_flat.py fills the cache with (the
-    fastest that reproduces torch's nDCG; torch float32 would take minutes more), Cranfield with the pipeline's
-    own. With two test workers both files run on one worker, the SciFact one first (tests/conftest.py)."""
+    Both are embedded with the runtime tests/integration/test_scifact_flat.py and tests/evaluate/test_cranfield.py
+    fill the cache with (the fastest that reproduces torch's nDCG; torch float32 would take minutes more)."""
     import yaml
 
     from ragcost.evaluate.vectors import cache_key
@@ -43,8 +42,7 @@ def _setup(tmp_path, name: str, shared_data):
     cfg.update(store=f"duckdb:///{tmp_path / 'store.duckdb'}", index_dir=str(tmp_path / "index"),
                source={"path": str(dataset), "reader": "beir"},
                index=str(REPO / "indexes" / "flat.yaml"), pricing=str(REPO / "pricing" / "default.yaml"))
-    if name == "scifact":
-        cfg["embed"] = {**cfg["embed"], **fastest_runtime()}
+    cfg["embed"] = {**cfg["embed"], **fastest_runtime()}
     pipe = tmp_path / f"{name}.yaml"
     pipe.write_text(json.dumps(cfg))
     probe = Pipeline.load(pipe, judge=False)
