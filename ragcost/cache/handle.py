@@ -108,4 +108,10 @@ class CacheHandle:
         return e
 
     def scope_of(self, s: QueryState) -> str:
-        return scope_key({**self.versions, "k": s.k}, s.filter, s.tenant)
+        """The versions, k, filter and tenant, and the request's generation options (max_tokens, stop, sampling)
+        when it sent any: an answer made under one request's limits is never served to a request with others.
+        A request without options keeps the scope it always had, so entries written before stay reachable."""
+        versions = {**self.versions, "k": s.k}
+        if s.options:
+            versions["generation_options"] = dict(s.options)
+        return scope_key(versions, s.filter, s.tenant)

@@ -475,7 +475,7 @@ class CacheWrite(Stage):
         written = 0
         for s in batch:
             pending = s.notes.get("cache")
-            if not pending or not s.ok or s.answer is None:
+            if not pending or not s.ok or s.answer is None or cut_short(s):
                 continue
             docs = [x.doc_id for x in s.hits]
             cand = pending.get("candidate")
@@ -500,6 +500,14 @@ class CacheWrite(Stage):
             safely(h, lambda b: b.evict(h.params.max_bytes))
         usage.notes["cache_write"] = {"written": written}
         return batch
+
+
+def cut_short(s: QueryState) -> bool:
+    """Whether the answer may be cut by the request's own limits: finish_reason "length" (max_tokens), or a request
+    that sent stop sequences (a stop the server applied is indistinguishable from a natural end). Such an answer is
+    never written to the cache: it is that request's, not the question's."""
+    g = s.notes.get("generation") or {}
+    return g.get("finish_reason") == "length" or bool(s.options.get("stop"))
 
 
 def _stored_hit(x: Hit) -> dict[str, Any]:
