@@ -118,7 +118,9 @@ def parse(raw: bytes, model):
     if not isinstance(data, dict):
         raise HTTPError(400, "body: expected a JSON object", "body", code="invalid_json")
     try:
-        return model.model_validate(data)
+        # strict: JSON's own types, as OpenAI's API takes them ("stream": "yes", "max_tokens": "5", "n": true are
+        # a 400 naming the field, not coerced to true, 5 and 1)
+        return model.model_validate(data, strict=True)
     except ValidationError as e:
         field, msg = one_line(e)
         raise HTTPError(400, msg, field, code="invalid_value") from None

@@ -99,6 +99,13 @@ class ChatRequest(_Body):
     k: Optional[int] = Field(None, ge=1, le=1000)
     filter: Optional[dict[str, Any]] = None
 
+    @field_validator("stream_options")
+    @classmethod
+    def _stream_options_need_stream(cls, v, info):
+        if v is not None and not info.data.get("stream"):
+            raise ValueError("only allowed with stream: true; set stream or leave stream_options out")
+        return v
+
     @field_validator("stop")
     @classmethod
     def _stop(cls, v):

@@ -53,6 +53,17 @@ REFUSED = [
     ("max_completion_tokens 0", CHAT, _chat(max_completion_tokens=0), 400, "max_completion_tokens", "greater than or equal to 1"),
     ("not JSON", "/v1/query", b"{text: refund", 400, "body", "not valid JSON"),
     ("a JSON array", "/v1/query", b"[1, 2]", 400, "body", "JSON object"),
+    # JSON's own types, as OpenAI takes them: nothing is coerced (issue 39, item 12)
+    ("stream as a string", CHAT, _chat(stream="yes"), 400, "stream", "valid boolean"),
+    ("stream as 1", CHAT, _chat(stream=1), 400, "stream", "valid boolean"),
+    ("max_tokens as a string", CHAT, _chat(max_tokens="5"), 400, "max_tokens", "valid integer"),
+    ("temperature as a string", CHAT, _chat(temperature="0.5"), 400, "temperature", "valid number"),
+    ("n as true", CHAT, _chat(n=True), 400, "n", "valid integer"),
+    ("seed as a string", CHAT, _chat(seed="7"), 400, "seed", "valid integer"),
+    ("stream_options without stream", CHAT, _chat(stream_options={"include_usage": True}), 400, "stream_options",
+     "only allowed with stream: true"),
+    ("k as true in chat", CHAT, _chat(k=True), 400, "k", "valid integer"),
+    ("k as true in /v1/query", "/v1/query", {"text": "refund", "k": True}, 400, "k", "valid integer"),
 ]
 
 
