@@ -15,6 +15,7 @@ from typing import Any, Iterable, Optional, Protocol
 from ragcost.cache.entry import BadEntry, CacheEntry
 from ragcost.errors import ConfigError, StoreError
 from ragcost.registry import Registry
+from ragcost.urls import shown_url
 
 
 class CacheBackend(Protocol):
@@ -55,12 +56,7 @@ def table_name(name: str) -> str:
 
 def shown(url: str) -> str:
     """The URL without its password, for messages."""
-    try:
-        import sqlalchemy as sa
-
-        return sa.engine.make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", url)
+    return shown_url(url)
 
 
 def store_exists(url: str) -> bool:

@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from ragcost.urls import shown_url
+
 
 def validate(
     pipeline: Path = typer.Argument(..., help="pipeline YAML"),
@@ -32,7 +34,7 @@ def validate(
         how = "every file re-hashed" if deep else "sizes, headers and fingerprint checked"
         built = f"index built with {manifest.vector_count} vectors, up to date ({how})"
     typer.echo(terminal_safe(
-        f"{pipeline}: ok — store {pipe.config.store_url}; index {ic.backend}/{ic.kind} build {ic.build} search {ic.search}; "
+        f"{pipeline}: ok — store {shown_url(pipe.config.store_url)}; index {ic.backend}/{ic.kind} build {ic.build} search {ic.search}; "
         f"stages {stages}; price book {pipe.price_book_path} ({pipe.price_book.version}); {built}"
     ))
 

@@ -51,6 +51,7 @@ from typing import Any, Iterable
 import sqlalchemy as sa
 
 from ragcost.errors import StoreError
+from ragcost.urls import shown_url
 
 DEFAULT_URL = "duckdb:///.ragcost/ledger.duckdb"
 
@@ -400,14 +401,6 @@ class Ledger:
         with self.engine.connect() as conn:
             found = [dict(r._mapping) for r in conn.execute(sa.select(*self._cols(runs)).order_by(runs.c.started_at))]
         return [{**dict.fromkeys(c.name for c in runs.columns), **r} for r in found]
-
-
-def shown_url(url: str) -> str:
-    """The URL as messages may print it: never with its password."""
-    try:
-        return sa.engine.make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
 
 
 def _file_of(url: str) -> Path | None:

@@ -19,7 +19,8 @@ from ragcost.records import SourceDocument
 from ragcost.store.base import DocumentRecord, store_registry
 from ragcost.store.ddl import ddl_lock
 from ragcost.store.filters import VALUE_COLUMN, compile_filter, parse_filter
-from ragcost.store.sql_errors import database_error, shown_url, translated
+from ragcost.store.sql_errors import database_error, translated
+from ragcost.urls import shown_url
 from ragcost.store.sql_schema import Tables, migrate
 
 BATCH = 2000  # rows per IN (...) lookup: keeps well under PostgreSQL's bind-parameter limit
@@ -51,7 +52,7 @@ class SQLStore:
         try:
             url = sa.engine.make_url(self.url)
         except sa.exc.ArgumentError:
-            raise StoreError(f"store URL {self.url!r} is not a SQLAlchemy URL; example: duckdb:///.ragcost/kb.duckdb") from None
+            raise StoreError(f"store URL {shown_url(self.url)!r} is not a SQLAlchemy URL; example: duckdb:///.ragcost/kb.duckdb") from None
         made: Optional[Path] = None  # the DuckDB file this open creates: removed again if the open fails
         if url.get_backend_name() == "duckdb" and url.database and url.database != ":memory:" and not read_only:
             Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)

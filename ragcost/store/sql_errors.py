@@ -14,17 +14,10 @@ from typing import Iterator, Optional
 import sqlalchemy as sa
 
 from ragcost.errors import StoreError
+from ragcost.urls import shown_url
 
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 LOCKED = ("could not set lock", "conflicting lock")
-
-
-def shown_url(url: str) -> str:
-    """The URL as messages show it: the password hidden."""
-    try:
-        return sa.engine.make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001  (an unparsable URL is shown as given)
-        return url
 
 
 def driver_line(e: BaseException, limit: int = 120) -> str:

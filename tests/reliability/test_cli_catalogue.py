@@ -228,6 +228,16 @@ CATALOGUE: list[Probe] = [
     Probe("report_unreachable_server_hides_the_password", ("report", "--ledger", "postgresql+psycopg://u:s3cret@127.0.0.1:1/db"), 1,
           r"^error: ledger postgresql\+psycopg://u:\*\*\*@127\.0\.0\.1:1/db: cannot open", not_out=r"s3cret"),
     Probe("report_pipeline_before_any_query", ("report", "{kb}"), 1, r"no ledger in .*kb\.duckdb", setup=_indexed),
+    # --- store URLs (issue 39, items 10 and 11): a DuckDB URL one slash short, passwords never printed ------
+    Probe("validate_duckdb_url_one_slash_short", ("validate", "{kb}"), 1,
+          r"store URL 'duckdb://st/x\.duckdb' names a host \('st'\); .*duckdb:///st/x\.duckdb",
+          setup=_pipeline(store="duckdb://st/x.duckdb")),
+    Probe("index_duckdb_url_one_slash_short", ("index", "{kb}"), 1, r"names a host \('st'\)",
+          setup=_pipeline(store="duckdb://st/x.duckdb")),
+    Probe("validate_unknown_store_hides_the_password", ("validate", "{kb}"), 1, r"mysql://u:\*\*\*@h/db", not_out=r"s3cret",
+          setup=_pipeline(store="mysql://u:s3cret@h/db")),
+    Probe("query_unreachable_store_hides_the_password", ("query", "{kb}", "refund"), 1, r"postgresql\+psycopg://u:\*\*\*@127",
+          not_out=r"s3cret", setup=_pipeline(store="postgresql+psycopg://u:s3cret@127.0.0.1:1/db")),
     # --- the safety net in main(): causes named, never "unexpected" ------------------------------
     Probe("os_error_is_named", ("validate", "{kb}"), 1, r"^error: Permission denied: /x/y; check the path",
           setup=_fail_with(PermissionError(13, "Permission denied", "/x/y"))),
@@ -266,7 +276,7 @@ def test_probe(probe: Probe, workspace: Workspace, capsys):
     else:
         assert err.endswith("\n") and err.count("\n") == 1, f"stderr is not one line: {err!r}"
         assert re.search(probe.err, err), f"stderr {err!r} does not match {probe.err!r}"
-    assert "Traceback" not in err
+    assert "Traceback" not in err and "s3cret" not in err  # the probes' passwords are never printed
     assert "unexpected" not in err or probe.name == "unexpected_error_is_one_line"
     if probe.out is not None:
         assert re.search(probe.out, out), f"stdout does not match {probe.out!r}: {out[:2000]!r}"
