@@ -130,8 +130,11 @@ class Calibration:
         return float(self.model.predict(rows).sum())
 
     def label(self) -> str:
-        """The judge's name in reports and the ledger."""
-        return f"calibrated {self.model.label()} on {self.dataset.get('name', '?')}"
+        """The judge's name in reports and the ledger; the dataset name is the file's text, so its control
+        characters (an ESC sequence, a newline) are shown escaped, never sent to a terminal."""
+        name = str(self.dataset.get("name", "?"))
+        safe = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in name)
+        return f"calibrated {self.model.label()} on {safe}"
 
 
 def save(cal: Calibration, path: str | Path) -> None:
