@@ -205,16 +205,30 @@ def _late(svc: Service) -> HTTPError:
     return HTTPError(504, f"no answer within serve.deadline_s = {svc.config.deadline_s:g} s", code="deadline_exceeded")
 
 
-def _usage(a: Answer) -> dict[str, Any]:
-    """OpenAI's usage, extended with what this query cost (equal to its ledger rows)."""
+def _usage(svc: Service, a: Answer, content: str) -> dict[str, Any]:
+    """OpenAI's usage, extended with what this query cost (equal to its ledger rows).
+
+    Tokens are the generator's, as its ledger rows hold them. A generator that reads and writes no tokens of its
+    own (the extractive one: no LLM, priced by CPU) reports none; then the prompt (the question and the passages
+    it read) and the content sent are counted with the embedder's tokenizer, and ``tokens_counted_with`` says so."""
     gen = [r for r in a.rows if r["stage"].startswith("generate")]
     prompt = sum(r["input_tokens"] or 0 for r in gen)
     completion = sum(r["output_tokens"] or 0 for r in gen)
+    counted: dict[str, Any] = {}
+    if not prompt and not completion:
+        tok = svc.session.pipe.embedder.tokenizer
+
+        def count(texts: list[str]) -> int:  # the text's own tokens, without the model's [CLS]/[SEP]
+            return sum(len(ids) for ids in tok(texts, add_special_tokens=False, truncation=False)["input_ids"])
+
+        prompt = count([a.text, *(str(h.get("text") or "") for h in a.hits)])
+        completion = count([content]) if content else 0
+        counted = {"tokens_counted_with": "embedder tokenizer"}
     by_stage: dict[str, float] = {}
     for r in a.rows:
         by_stage[r["stage"]] = by_stage.get(r["stage"], 0.0) + float(r["cost_usd"])
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-            "cost_usd": a.cost, "cost_by_stage": by_stage, "query_id": a.id, "useful": a.useful}
+            "cost_usd": a.cost, "cost_by_stage": by_stage, "query_id": a.id, "useful": a.useful, **counted}
 
 
 def _outcome(a: Answer) -> str:
@@ -388,7 +402,7 @@ def _completion(svc: Service, a: Answer) -> dict[str, Any]:
     return {"id": f"chatcmpl-{a.id}", "object": "chat.completion", "created": int(time.time()), "model": svc.name,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content, "refusal": None},
                          "logprobs": None, "finish_reason": finish}],
-            "usage": _usage(a), "ragcost": public_json(a)}
+            "usage": _usage(svc, a, content), "ragcost": public_json(a)}
 
 
 def _finish_reason(a: Answer) -> str:
@@ -468,7 +482,7 @@ async def _sse(svc: Service, t: Ticket, include_usage: bool, call: Call) -> Asyn
                     yield _chunk(t, svc.name, {"content": rest})
             yield _chunk(t, svc.name, {}, _finish_reason(a))
         if include_usage and call.outcome in ("ok", "blocked"):
-            yield _chunk(t, svc.name, {}, usage=_usage(a))
+            yield _chunk(t, svc.name, {}, usage=_usage(svc, a, svc.config.refusal if blocked(a) else (a.answer or "")))
         yield "data: [DONE]\n\n"
     except asyncio.CancelledError:
         call.outcome = "disconnected"

