@@ -207,6 +207,12 @@ def eval_(
         from ragcost.atomic import check_editable
 
         check_editable(ls.pipeline_path)
+        from ragcost.config.loader import read_yaml
+        from ragcost.cost.calibration import calibration_path, check_writable
+
+        raw = read_yaml(ls.pipeline_path)
+        useful = raw.get("useful") if isinstance(raw, dict) else None
+        check_writable(calibration_path(ls.pipeline_path, useful.get("calibration") if isinstance(useful, dict) else None))
     err = Console(stderr=True, soft_wrap=True)
     cb, bar = _progress_runner(err)
     if half is not None and half not in ("fit", "test"):

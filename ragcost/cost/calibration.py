@@ -137,13 +137,32 @@ class Calibration:
         return f"calibrated {self.model.label()} on {safe}"
 
 
+def check_writable(path: str | Path) -> None:
+    """Refuse, before a long eval, a calibration path ``--write`` could not replace in place: a directory, or a
+    read-only file (0444 was made so on purpose). A missing file, or a symlink to a writable one, is fine."""
+    from ragcost.atomic import check_editable
+
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"--write: {p} is a directory, not a calibration file; move it away or set useful.calibration "
+                          "to another file name; nothing written")
+    if p.exists():
+        check_editable(p)
+
+
 def save(cal: Calibration, path: str | Path) -> None:
-    """Write the calibration file atomically (a crash leaves the old file or the new, never half)."""
-    from ragcost.atomic import write_files
+    """Write the calibration file atomically (a crash leaves the old file or the new, never half). An existing file
+    is edited in place as the pipeline YAML is: a symlink's target is written (the link stays a link), and the
+    file keeps its mode, owner and group; a read-only file or a directory is refused (``check_writable``)."""
+    from ragcost.atomic import replace_text, write_files
 
     p = Path(path)
     text = json.dumps(cal.to_dict(), indent=1, sort_keys=True)
-    write_files(p.parent, {p.name: lambda tmp: tmp.write_text(text, encoding="utf-8")})
+    check_writable(p)
+    if p.exists():
+        replace_text(p, text)
+    else:
+        write_files(p.parent, {p.name: lambda tmp: tmp.write_text(text, encoding="utf-8")})
 
 
 def load(path: str | Path, refit: str) -> Calibration:

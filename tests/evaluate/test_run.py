@@ -213,6 +213,51 @@ class TestWrite:
             pipe.write_text(before)
 
 
+class TestWriteCalibrationFile:
+    """`eval --write` replaces the calibration file with the care the pipeline YAML gets (issue 39, item 7)."""
+
+    @pytest.mark.parametrize("kind", ["directory", "read-only"])
+    def test_a_path_it_could_not_replace_is_refused_before_the_run(self, evaluated, tmp_path, capsys, kind):
+        folder, spec, _ = evaluated
+        cal = folder / "pipe.calibration.json"
+        if kind == "directory":
+            cal.mkdir()
+        else:
+            cal.write_text("{}")
+            cal.chmod(0o444)
+        cache = tmp_path / "fresh-cache"
+        try:
+            code = main(["eval", str(spec), "--no-ledger", "--cache-dir", str(cache), "--write"])
+            err = capsys.readouterr().err
+            assert code == 1 and err.count("\n") == 1 and "nothing written" in err, err
+            assert ("is a directory" in err) if kind == "directory" else ("read-only (mode 0444)" in err)
+            assert not cache.exists()  # refused before any of the evaluation ran
+            assert cal.is_dir() if kind == "directory" else (cal.read_text() == "{}" and (cal.stat().st_mode & 0o777) == 0o444)
+        finally:
+            if cal.is_dir():
+                cal.rmdir()
+            else:
+                cal.chmod(0o644)
+                cal.unlink()
+
+    def test_a_symlinked_calibration_is_written_through_the_link_keeping_its_mode(self, tmp_path):
+        import os
+
+        from ragcost.cost.calibration import Calibration, Model, load, save
+
+        target = tmp_path / "shared" / "kb.calibration.json"
+        target.parent.mkdir()
+        target.write_text("{}")
+        target.chmod(0o640)
+        link = tmp_path / "kb.calibration.json"
+        link.symlink_to(target)
+        cal = Calibration(Model("isotonic", ["score"], x=[0.0, 1.0], y=[0.1, 0.9]), {"k": 10}, {"name": "d"}, 500, 50)
+        save(cal, link)
+        assert link.is_symlink() and os.readlink(link) == str(target)
+        assert (target.stat().st_mode & 0o777) == 0o640
+        assert load(link, "refit").dataset == {"name": "d"}
+
+
 def test_an_index_file_asking_for_shards_is_built_and_measured_sharded(tmp_path, monkeypatch):
     from ragcost.index.sharded import ShardedIndex
 
