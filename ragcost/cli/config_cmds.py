@@ -22,6 +22,8 @@ def validate(
     pipe.check()
     try:
         manifest = pipe.check_index(deep=deep)  # what `query` would refuse, refused here: no index, stale, damaged
+        if pipe.config.useful.judge == "calibrated":
+            pipe.calibration  # noqa: B018 - loaded and checked against this pipeline (dim, model, index) as `query` would
     finally:
         pipe.close()
     ic = pipe.index_config

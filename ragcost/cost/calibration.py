@@ -178,7 +178,7 @@ def load(path: str | Path, refit: str) -> Calibration:
             raise ValueError(f"format {d.get('format')!r}, this ragcost reads {FORMAT}")
         m = d["model"]
         model = Model(kind=m["kind"], features=list(m["features"]), x=list(m.get("x", [])), y=list(m.get("y", [])),
-                      coef=list(m.get("coef", [])), intercept=float(m.get("intercept", 0.0)),
+                      coef=list(m.get("coef", [])), intercept=m.get("intercept", 0.0),
                       mean=list(m.get("mean", [])), scale=list(m.get("scale", [])))
         _check_model(model)
         cal = Calibration(model, dict(d["fingerprint"]), dict(d.get("dataset") or {}), int(d["judged"]),
@@ -199,11 +199,13 @@ def _check_model(m: Model) -> None:
             raise ValueError("isotonic points must be matching x/y lists with y in [0, 1]")
         if any(b < a for a, b in zip(m.x, m.x[1:])):
             raise ValueError("isotonic x must increase")
+        if any(b < a for a, b in zip(m.y, m.y[1:])):
+            raise ValueError("isotonic y must not decrease (the fit is increasing in its feature)")
     elif not (len(m.coef) == len(m.mean) == len(m.scale) == len(m.features)) or any(s <= 0 for s in m.scale):
         raise ValueError("logistic coef/mean/scale must match the features, scale > 0")
     vals = [*m.x, *m.y, *m.coef, m.intercept, *m.mean, *m.scale]
-    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in vals):
-        raise ValueError("non-finite number in the model")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in vals):
+        raise ValueError("the model's numbers must be finite numbers (not booleans, strings or NaN)")
 
 
 def check_fingerprint(cal: Calibration, expected: Mapping[str, Any], path: str | Path, refit: str) -> None:
