@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping, Optional
 
 from ragcost.cost.pricebook import PriceBook, StorageResource, TimeResource, TokenResource
@@ -131,6 +131,29 @@ def window(qrows: list[dict], lifetimes: list[dict], since: Optional[datetime], 
     return lo, hi
 
 
+FUTURE_SLACK_S = 300.0  # clocks of the machines writing one ledger may differ by this much
+
+
+def _usable_lifetimes(lifetimes: list[dict], notes: list[str], now: Optional[datetime] = None) -> list[dict]:
+    """The lifetimes a bill can use; each one it leaves out is named in a note. A lifetime that ends before it
+    starts has no length to bill; one dated in the future (a clock far off, or a hand-edited row) would stretch
+    the window to that date and bill every hour up to it."""
+    kept: list[dict] = []
+    for r in lifetimes:
+        start, end = r["started_at"], lifetime_end(r)
+        ref = now or (datetime.now(timezone.utc).replace(tzinfo=None) if start.tzinfo is None else datetime.now(start.tzinfo))  # the ledger's naive UTC
+        name = f"lifetime {r.get('lifetime_id') or '?'} ({r.get('resource')} on {r.get('host') or '?'})"
+        if end < start:
+            notes.append(f"{name} ends ({end.isoformat()}) before it starts ({start.isoformat()}): left out; "
+                         "fix or delete that ledger row")
+        elif (start - ref).total_seconds() > FUTURE_SLACK_S or (end - ref).total_seconds() > FUTURE_SLACK_S:
+            notes.append(f"{name} is dated in the future ({start.isoformat()} to {end.isoformat()}): left out, so it "
+                         "does not stretch the window; check that machine's clock, or fix or delete that ledger row")
+        else:
+            kept.append(r)
+    return kept
+
+
 def instances_for(queries_per_month: int, busy_hours_per_query: float) -> int:
     """Always-on instances that serve ``queries_per_month`` queries of this busy time each (at least one)."""
     return max(1, math.ceil(queries_per_month * busy_hours_per_query / HOURS_PER_MONTH - 1e-12))
@@ -148,8 +171,9 @@ def build_bill(qrows: list[dict], srows: list[dict], lifetimes: list[dict], book
     """The bill of the selected queries and stage rows, with the lifetimes of the processes that ran them."""
     from ragcost.cost.compute import STORAGE_STAGE
 
-    lo, hi = window(qrows, lifetimes, since, until)
     notes: list[str] = []
+    lifetimes = _usable_lifetimes(lifetimes, notes)
+    lo, hi = window(qrows, lifetimes, since, until)
     if lo is not None and hi is not None and hi < lo:
         notes.append(f"the window starts at {lo.isoformat()}, after its end {hi.isoformat()}: no data in it; "
                      "give an earlier --since")

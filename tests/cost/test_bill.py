@@ -179,6 +179,34 @@ class TestFullyLoadedReconciles:
         assert rows[-1]["stage"] == "(total)" and float(rows[-1]["usd_fully_loaded"]) > float(rows[-1]["usd_marginal"])
 
 
+class TestLifetimesABillCannotUse:
+    """issue 39, item 6: a lifetime dated in the future stretched the window (one row in 2099: 631,800 h, storage billed
+    for 72 years) with no note, and one that ends before it starts was dropped without being named."""
+
+    def test_each_is_left_out_and_named_and_the_window_is_the_real_one(self, tmp_path):
+        bp = _book(tmp_path)
+        url = f"duckdb:///{tmp_path}/l.duckdb"
+        book = load_price_book(bp)
+        with Ledger(url) as led:
+            run = led.start_run("query", "kb", book.version)
+            lid = led.start_lifetime("batch", "kb", "cpu", run, host="h1", at=T0)
+            _queries(led, book, run)
+            led.stop_lifetime(lid, at=T0 + 2 * H)
+            future = led.start_lifetime("serve", "kb", "cpu", run, host="h2", at=datetime(2099, 1, 1))
+            led.stop_lifetime(future, at=datetime(2099, 1, 2))
+            backwards = led.start_lifetime("serve", "kb", "cpu", run, host="h3", at=T0 + H)
+            led.stop_lifetime(backwards, at=T0)
+        res = CliRunner().invoke(_app(), ["report", "--ledger", url, "--pricing", str(bp), "--json"])
+        assert res.exit_code == 0, res.output
+        bill = json.loads(res.output)["bill"]
+        assert bill["window_hours"] == pytest.approx(2.0, abs=1e-12)
+        cpu = next(r for r in bill["resources"] if r["resource"] == "cpu")
+        assert cpu["provisioned_hours"] == pytest.approx(2.0, abs=1e-12)
+        notes = " ".join(bill["notes"])
+        assert f"lifetime {future} (cpu on h2) is dated in the future (2099-01-01" in notes
+        assert f"lifetime {backwards} (cpu on h3) ends (" in notes and "before it starts" in notes
+
+
 class TestWithoutProvisionedData:
     def test_falls_back_to_declared_traffic_and_says_so(self, book):
         rows = [{"stage": "embed", "resource": "cpu", "cost_usd": 1e-5, "query_id": "q", "items": 1}]
