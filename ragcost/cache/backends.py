@@ -245,7 +245,8 @@ def stale(row: dict[str, Any], now: float, live_version: Optional[str]) -> bool:
     """Expired, made under other versions, or bad: unreachable, and ``prune`` removes it."""
     if row.get("bad"):
         return True
-    return row["expires_at"] <= now or (live_version is not None and row.get("version") != live_version)
+    # not "<= now": a NaN expiry is never <= now and would keep the entry alive forever
+    return not row["expires_at"] > now or (live_version is not None and row.get("version") != live_version)
 
 
 def to_evict(rows: list[dict[str, Any]], max_bytes: int) -> list[str]:

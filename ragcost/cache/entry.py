@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -93,6 +94,8 @@ class CacheEntry:
                     expires_at=float(row["expires_at"]), cost=float(row.get("cost") or 0.0),
                     hit_count=int(row.get("hit_count") or 0), version=p.get("version", ""), id=entry_id,
                     question=p.get("question"), strategy=p.get("strategy"))
+            if not (math.isfinite(e.created_at) and math.isfinite(e.expires_at)):
+                raise BadEntry(entry_id, f"created_at {e.created_at} / expires_at {e.expires_at} is not a finite time")
         except BadEntry:
             raise
         except (TypeError, ValueError, KeyError, AttributeError, UnicodeDecodeError) as err:

@@ -93,6 +93,22 @@ class TestBackendsSkipBadEntries:
         assert b.stats(time.time())["bad"] == 1
 
 
+    def test_a_nan_expiry_is_bad_never_served_and_pruned(self, backend):
+        """issue 39 (rough): a NaN expires_at kept an entry alive forever (NaN is never <= now)."""
+        b = backend
+        e, ok = entry(key="k0", n=0), entry(key="k1", n=1)
+        b.put(e)
+        b.put(ok)
+        if hasattr(b, "engine"):
+            _sql_set(b, e.id, expires_at=float("nan"))
+        else:
+            b.r.hset(b._e(e.id), "expires_at", "nan")
+        now = time.time()
+        assert b.get_exact("s", "k0", now) is None and [x.id for x in b.entries_since(0, now)] == [ok.id]
+        assert b.prune(now, live_version="v1") == 1
+        assert b.stats(now, live_version="v1")["entries"] == 1
+
+
 def _filled(kb_folder, stages):
     pipe = pipeline(kb_folder, stages=stages)
     pipe.warm_up()
