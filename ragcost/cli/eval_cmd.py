@@ -175,7 +175,7 @@ def eval_(
     cache_dir: Path = typer.Option(Path(".ragcost/eval"), "--cache-dir", help="where corpus and query vectors are cached"),
     write: bool = typer.Option(False, "--write", help="store the expected-useful judge (P(relevant) fit on the qrels) beside the pipeline as <pipeline>.calibration.json, and the recommended configuration's calibrated useful threshold in the pipeline YAML (useful: {judge: score, threshold: X}; left alone under judge: calibrated)"),
     half: Optional[str] = typer.Option(None, "--half", help="evaluate only a seeded half of the judged queries: fit or test (fit a judge on one half, check it on the other)"),
-    half_seed: int = typer.Option(0, "--half-seed", help="the seed of --half's split"),
+    half_seed: int = typer.Option(0, "--half-seed", min=0, help="the seed of --half's split (a whole number >= 0)"),
     as_json: bool = typer.Option(False, "--json", help="print the run as JSON on stdout (every figure with its 95% interval, ci) instead of the tables"),
     ablate: bool = typer.Option(False, "--ablate", help="run the pipeline with each optional stage (rerank, hybrid, guard, cache, route) removed: what each buys, with its interval, and at what price"),
     ray: Optional[str] = typer.Option(None, "--ray", metavar="ADDRESS", help="embed the corpus on the Ray cluster at ADDRESS (host:port as `ray start --head` prints it, or auto) instead of the pipeline's executor"),

@@ -51,6 +51,9 @@ def report(
 
     if json_ and csv_:
         raise ConfigError("--json and --csv are exclusive; pick one")
+    for flag, value in (("--pipeline", pipeline), ("--tenant", tenant), ("--replica", replica)):
+        if value is not None and not value.strip():
+            raise ConfigError(f"{flag} is empty; give a name (ragcost report without {flag} lists every one's queries)")
     book_path = pricing
     if pipeline_file is not None:
         from ragcost.runtime.pipeline import Pipeline

@@ -228,6 +228,12 @@ CATALOGUE: list[Probe] = [
     Probe("report_unreachable_server_hides_the_password", ("report", "--ledger", "postgresql+psycopg://u:s3cret@127.0.0.1:1/db"), 1,
           r"^error: ledger postgresql\+psycopg://u:\*\*\*@127\.0\.0\.1:1/db: cannot open", not_out=r"s3cret"),
     Probe("report_pipeline_before_any_query", ("report", "{kb}"), 1, r"no ledger in .*kb\.duckdb", setup=_indexed),
+    # --- empty names and a negative seed (issue 39, rough lines) -----------------------------------
+    Probe("report_empty_tenant", ("report", "{kb}", "--tenant", ""), 1, r"^error: --tenant is empty; give a name"),
+    Probe("report_blank_pipeline", ("report", "--ledger", "duckdb:///x.duckdb", "--pipeline", " "), 1,
+          r"^error: --pipeline is empty; give a name"),
+    Probe("eval_negative_half_seed", ("eval", "spec.yaml", "--half", "fit", "--half-seed", "-1"), 2,
+          r"Invalid value for '--half-seed': Input should be greater than or equal to 0"),
     # --- store URLs (issue 39, items 10 and 11): a DuckDB URL one slash short, passwords never printed ------
     Probe("validate_duckdb_url_one_slash_short", ("validate", "{kb}"), 1,
           r"store URL 'duckdb://st/x\.duckdb' names a host \('st'\); .*duckdb:///st/x\.duckdb",
