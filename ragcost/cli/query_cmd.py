@@ -21,6 +21,7 @@ def _read_queries(path: Path) -> list[tuple[str, str]]:
         raise IngestError(f"--queries: file not found: {path}")
     out = []
     offset = 0
+    line_of: dict[str, int] = {}  # each query's id -> its line: an id twice would merge two queries' rows by id
     for n, raw in enumerate(path.read_bytes().split(b"\n"), 1):
         try:
             line = raw.decode("utf-8").strip()
@@ -40,7 +41,12 @@ def _read_queries(path: Path) -> list[tuple[str, str]]:
                 raise IngestError(f"{path}:{n}: a query line needs a \"text\" field")
             if not isinstance(obj["text"], str):
                 raise IngestError(f"{path}:{n}: \"text\" must be a string, not {json.dumps(obj['text'])[:40]}")
-            out.append((str(obj.get("_id", obj.get("id", n))), check_query_text(obj["text"], f"{path}:{n}")))
+            qid = str(obj.get("_id", obj.get("id", n)))
+            if qid in line_of:
+                raise IngestError(f"{path}:{n}: _id {json.dumps(qid)[:60]} is also on line {line_of[qid]}; give each query "
+                                  "its own _id (or leave _id out: the line number is used)")
+            line_of[qid] = n
+            out.append((qid, check_query_text(obj["text"], f"{path}:{n}")))
         else:
             out.append((str(n), check_query_text(line, f"{path}:{n}")))
     if not out:

@@ -186,6 +186,8 @@ CATALOGUE: list[Probe] = [
     Probe("queries_jsonl_bad_json", (*Q, "--queries", "q.jsonl"), 1, r"q\.jsonl:1: not valid JSON", setup=_write("q.jsonl", '{"text": \n')),
     Probe("queries_jsonl_missing_text", (*Q, "--queries", "q.jsonl"), 1, r'q\.jsonl:1: a query line needs a "text" field',
           setup=_write("q.jsonl", '{"_id": "1"}\n')),
+    Probe("queries_file_duplicate_id", (*Q, "--queries", "q.jsonl"), 1, r'q\.jsonl:3: _id "a" is also on line 1; give each query its own _id',
+          setup=_write("q.jsonl", '{"_id": "a", "text": "refund"}\n{"_id": "b", "text": "invoice"}\n{"_id": "a", "text": "export"}\n')),
     Probe("queries_file_empty", (*Q, "--queries", "q.txt"), 1, r"q\.txt: no queries in the file", setup=_write("q.txt", "\n\n")),
     Probe("queries_file_ok", (*Q, "--queries", "q.txt", "--batch-size", "1", "--no-ledger"), 0, "",
           out=r"stages \(2 queries", setup=_write("q.txt", "refund\npassword\n")),
