@@ -96,7 +96,7 @@ def query(
     items = _read_queries(queries) if queries else [("q1", check_query_text(text, "the query text"))]
     pipe = Pipeline.load(pipeline)
     require_store(pipe.config.store_url, pipeline)
-    streamed = not as_json and queries is None and _stream_to_terminal(pipe)
+    stream = _stream_to_terminal(pipe) if not as_json and queries is None else None
     try:
         run = run_queries(pipe, items, filter_=filter_, k=k, batch_size=batch_size, ledger_url=ledger, write_ledger=not no_ledger)
     finally:
@@ -106,27 +106,33 @@ def query(
 
         typer.echo(dumps(results_json(run)))
     else:
+        streamed = bool(stream and stream["started"])
         if streamed:
             typer.echo("")
         print_results(run, show_hits=queries is None, streamed=streamed)
 
 
-def _stream_to_terminal(pipe) -> bool:
-    """Print a single query's answer as the generate stage streams it; retries and fallbacks on stderr."""
-    gens = [s for s in pipe.stages() if s.type == "generate"]
+def _stream_to_terminal(pipe) -> dict:
+    """Print a single query's answer as the generate stage streams it; retries and fallbacks on stderr.
 
-    def show(state, kind: str, text: str) -> None:
+    ``answer: `` is printed with the first text, so a query refused or failed before any text leaves no empty
+    ``answer:`` line on stdout; the returned ``{"started": bool}`` says whether any text was streamed."""
+    gens = [s for s in pipe.stages() if s.type == "generate"]
+    state = {"started": False}
+
+    def show(_query, kind: str, text: str) -> None:
         from ragcost.cli.text import terminal_safe
 
         if kind == "sources":
             return
         if kind == "text":
+            if not state["started"]:
+                state["started"] = True
+                typer.echo("answer: ", nl=False)
             typer.echo(terminal_safe(text), nl=False)
         else:
             typer.echo(f"\n[{kind}] {terminal_safe(text, one_line=True)}", err=True)
 
     for g in gens:
         g.on_event = show
-    if gens:
-        typer.echo("answer: ", nl=False)
-    return bool(gens)
+    return state
