@@ -48,8 +48,26 @@ def protocol_class(http: str = "auto") -> type:
     return HeaderTimeoutHttpTools if protocol_path(http) == HTTPTOOLS_PATH else HeaderTimeoutH11
 
 
+MAX_HEADER_BYTES = 32 * 1024  # a request line and headers larger than this are refused (431), as nginx's default buffers do
+MAX_HEADER_LINES = 128  # ... and more header lines than this
+_END = b"\r\n\r\n"
+
+
+def _too_large_response(what: str) -> bytes:
+    import json
+
+    body = json.dumps({"error": {"message": f"request headers: {what}; send smaller headers", "type": "invalid_request_error",
+                                 "param": "headers", "code": "request_header_fields_too_large"}}).encode()
+    return (b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\nconnection: close\r\n"
+            b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
 class _HeaderTimer:
-    """The timer both protocols share; ``_awaiting_headers`` says whether a request's headers are still due."""
+    """The timer both protocols share; ``_awaiting_headers`` says whether a request's headers are still due.
+
+    It also bounds what a request's headers may hold before the parser sees them: at most MAX_HEADER_BYTES
+    and MAX_HEADER_LINES, else a 431 with OpenAI's error object and the connection closed -- before any key
+    is checked, so an anonymous client cannot make the server hold megabytes of headers."""
 
     header_timeout_s: Optional[float] = None  # None: read from RAGCOST_SERVE_HEADER_TIMEOUT_S, else 10 s
 
@@ -65,6 +83,27 @@ class _HeaderTimer:
         super().connection_made(transport)  # type: ignore[misc]
         self._header_timer: Optional[asyncio.TimerHandle] = None
         self._arm()
+
+    def _headers_fit(self, data: bytes) -> bool:
+        """Count ``data``'s part before the end of the headers; False (and a 431 sent, the connection closed) past
+        the limits. Called with each chunk received while a request's headers are due."""
+        tail = getattr(self, "_hdr_tail", b"")  # the last bytes of the previous chunk: an end split across two
+        end = (tail + data).find(_END)
+        part = data if end < 0 else data[: end + len(_END) - len(tail)]  # never the body after the headers
+        self._hdr_bytes = getattr(self, "_hdr_bytes", 0) + len(part)
+        self._hdr_lines = getattr(self, "_hdr_lines", 0) + part.count(b"\n")
+        over = self._hdr_bytes > MAX_HEADER_BYTES or self._hdr_lines > MAX_HEADER_LINES + 1  # + the request line
+        self._hdr_tail = (tail + data)[-3:] if end < 0 else b""
+        if end >= 0 and not over:
+            self._hdr_bytes = self._hdr_lines = 0  # the next request on this connection starts afresh
+        if not over:
+            return True
+        what = (f"more than {MAX_HEADER_BYTES} bytes" if self._hdr_bytes > MAX_HEADER_BYTES
+                else f"more than {MAX_HEADER_LINES} header lines")
+        self.logger.info("refusing a request whose headers hold %s (431)", what)  # type: ignore[attr-defined]
+        self.transport.write(_too_large_response(what))  # type: ignore[attr-defined]
+        self.transport.close()  # type: ignore[attr-defined]
+        return False
 
     def _arm(self) -> None:
         if getattr(self, "_header_timer", None) is None:
@@ -98,6 +137,8 @@ class HeaderTimeoutH11(_HeaderTimer, H11Protocol):
     def data_received(self, data: bytes) -> None:
         if self.conn.their_state is h11.IDLE:
             self._arm()  # a request is starting (also after a keep-alive pause): its headers must come in time
+            if not self._headers_fit(data):
+                return
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE:
             self._disarm()
@@ -124,6 +165,11 @@ class HeaderTimeoutHttpTools(_HeaderTimer, _httptools_base()):  # type: ignore[m
         super().on_message_begin()
         self._in_headers = True
         self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        if self._in_headers and not self.transport.is_closing() and not self._headers_fit(data):
+            return
+        super().data_received(data)
 
     def on_headers_complete(self) -> None:
         self._in_headers = False

@@ -158,3 +158,53 @@ def _exit_time(s: "Served", trickler) -> float:
         time.sleep(0.2)
     assert s.proc.wait(5) == 0
     return time.monotonic() - t0
+
+
+def _send_all(port: int, chunks: list[bytes]) -> tuple[bytes, int]:
+    """Send the chunks on one raw connection (stopping when the server closes it); (what came back, bytes sent)."""
+    sent = 0
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
+        try:
+            for chunk in chunks:
+                c.sendall(chunk)
+                sent += len(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        got = b""
+        try:
+            while True:
+                part = c.recv(65536)
+                if not part:
+                    break
+                got += part
+        except (ConnectionResetError, socket.timeout):
+            pass
+    return got, sent
+
+
+@pytest.mark.parametrize("http", ["httptools", "h11"])
+def test_headers_past_the_size_or_count_limit_are_a_431_before_any_key_is_checked(kb_served, http):
+    """issue 39, item 3: an anonymous 32 MB header was read in full before the 401 (RSS +30 MB), and 10,000
+    headers were accepted. Now 32 KiB or 128 header lines at most, refused with 431 and OpenAI's error object."""
+    from ragcost.serve.protocol import MAX_HEADER_BYTES, MAX_HEADER_LINES
+
+    with ServerThread(kb_served, header_timeout_s=10.0, http=http) as s:
+        big = [b"POST /v1/query HTTP/1.1\r\nhost: x\r\nx-big: "] + [b"a" * 65536] * 512  # 32 MB offered
+        got, sent = _send_all(s.port, big)
+        head, _, body = got.partition(b"\r\n\r\n")
+        if http == "httptools":
+            assert head.startswith(b"HTTP/1.1 431 ") and json.loads(body)["error"]["code"] == "request_header_fields_too_large"
+        else:  # h11 refuses at its own 16 KiB buffer first, with a 400
+            assert head.startswith((b"HTTP/1.1 431 ", b"HTTP/1.1 400 "))
+        assert sent < 8 * 1024 * 1024  # the server closed the connection long before 32 MB went in
+        many = b"GET /v1/models HTTP/1.1\r\nhost: x\r\n" + b"".join(b"x-h%d: 1\r\n" % i for i in range(200)) + b"\r\n"  # 2.3 KB
+        got, _ = _send_all(s.port, [many])
+        assert got.startswith((b"HTTP/1.1 431 ", b"HTTP/1.1 400 "))
+        if http == "httptools":
+            assert f"more than {MAX_HEADER_LINES} header lines".encode() in got
+        # requests within the limits are untouched, a body with many lines included
+        assert httpx.post(s.url + "/v1/query", headers={**ACME, "x-ok": "b" * (MAX_HEADER_BYTES // 2)},
+                          json={"text": "refund"}).status_code == 200
+        body = json.dumps({"text": "refund"}, indent=1).encode() + b"\n" * 400
+        r = httpx.post(s.url + "/v1/query", headers={**ACME, "content-type": "application/json"}, content=body)
+        assert r.status_code == 200, r.text
