@@ -171,6 +171,13 @@ class HeaderTimeoutHttpTools(_HeaderTimer, _httptools_base()):  # type: ignore[m
             return
         super().data_received(data)
 
+    def on_header(self, name: bytes, value: bytes) -> None:
+        # llhttp reports a chunked body's trailer fields through the same callback, after the headers; uvicorn would
+        # append them to the request's headers (one list, which the app reads later), so a key sent as a trailer
+        # authenticated the request. RFC 9110 (section 6.5.1) forbids merging trailers into the header section: dropped.
+        if self._in_headers:
+            super().on_header(name, value)
+
     def on_headers_complete(self) -> None:
         self._in_headers = False
         self._disarm()

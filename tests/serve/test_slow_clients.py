@@ -208,3 +208,18 @@ def test_headers_past_the_size_or_count_limit_are_a_431_before_any_key_is_checke
         body = json.dumps({"text": "refund"}, indent=1).encode() + b"\n" * 400
         r = httpx.post(s.url + "/v1/query", headers={**ACME, "content-type": "application/json"}, content=body)
         assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize("http", ["httptools", "h11"])
+def test_a_key_sent_as_a_chunked_trailer_is_not_a_key(tmp_path, http):
+    """issue 39, item 2: no Authorization header, the key in a trailer after a chunked body: 200 as that tenant when
+    the request arrived in one write (401 when split). Trailers are never merged into the headers (RFC 9110 6.5.1)."""
+    pipe = make_pipeline(tmp_path, keys=True)
+    body = json.dumps({"text": "refund"}).encode()
+    req = (b"POST /v1/query HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n"
+           b"trailer: authorization\r\n\r\n" + b"%x\r\n" % len(body) + body + b"\r\n0\r\nauthorization: Bearer key-acme\r\n\r\n")
+    with ServerThread(pipe, http=http) as s:
+        for chunks in ([req], [req[:40], req[40:]]):  # in one write, and split
+            got, _ = _send_all(s.port, chunks)
+            assert got.startswith(b"HTTP/1.1 401 "), got[:200]
+        assert httpx.post(s.url + "/v1/query", headers=ACME, json={"text": "refund"}).status_code == 200
