@@ -13,22 +13,7 @@ EVIL = "scifact\x1b[2J\x1b]0;pwned\x07\nsecond line"
 
 
 def test_the_dataset_name_of_a_calibration_never_reaches_the_terminal_raw(tmp_path, capsys):
-    from ragcost.cost.calibration import Calibration, Model, calibration_path, save
-    from ragcost.runtime.judge import pipeline_fingerprint
-    from ragcost.runtime.pipeline import Pipeline
-
-    write_corpus(tmp_path / "kb.jsonl")
-    p = write_pipeline(tmp_path)
-    assert run_cli(capsys, "index", p)[0] == 0
-    pipe = Pipeline.load(p, judge=False)
-    try:
-        fp = pipeline_fingerprint(pipe)
-    finally:
-        pipe.close()
-    save(Calibration(Model("isotonic", ["score"], x=[0.0, 1.0], y=[0.1, 0.9]), fp, dataset={"name": EVIL},
-                     judged=500, relevant=100), calibration_path(p))
-    cfg = json.loads(p.read_text())
-    p.write_text(json.dumps({**cfg, "useful": {"judge": "calibrated"}}))
+    p = _calibrated(tmp_path, capsys, name=EVIL)
 
     code, out, err = run_cli(capsys, "query", p, "how do I get a refund?")
     assert code == 0, err
@@ -42,7 +27,7 @@ def test_the_dataset_name_of_a_calibration_never_reaches_the_terminal_raw(tmp_pa
     assert code == 0 and "\x1b" not in js
 
 
-def _calibrated(tmp_path, capsys, **model):
+def _calibrated(tmp_path, capsys, name: str = "d", **model):
     """An indexed kb pipeline with judge: calibrated and a calibration file written with this model."""
     from ragcost.cost.calibration import Calibration, Model, calibration_path
     from ragcost.runtime.judge import pipeline_fingerprint
@@ -57,7 +42,7 @@ def _calibrated(tmp_path, capsys, **model):
     finally:
         pipe.close()
     fp = {**fp, **model.pop("fingerprint", {})}
-    cal = Calibration(Model("isotonic", ["score"], x=[0.0, 1.0], y=[0.1, 0.9]), fp, {"name": "d"}, 500, 100).to_dict()
+    cal = Calibration(Model("isotonic", ["score"], x=[0.0, 1.0], y=[0.1, 0.9]), fp, {"name": name}, 500, 100).to_dict()
     cal["model"].update(model)
     calibration_path(p).write_text(json.dumps(cal))
     p.write_text(json.dumps({**json.loads(p.read_text()), "useful": {"judge": "calibrated"}}))
