@@ -189,8 +189,8 @@ def exit_now(code: int) -> None:
     Once a command has returned (and closed what it opened), Python's exit runs three things with
     effects: it waits for non-daemon threads (and concurrent.futures' pools), runs the atexit handlers
     (logging, Ray, multiprocessing) and flushes stdout/stderr. Then it tears down every module; with
-    torch and sentence-transformers imported that took 0.7 s on a quiet 2-core machine and 1.4-2.3 s
-    on a busy one, after the last line printed and after the ledger's last write, so it was time the
+    torch and sentence-transformers imported that took 1.4-2.3 s (measured with the 2-core machine busy)
+    after the last line printed and after the ledger's last write, so it was time the
     instance was held that no figure could include. Here the three effects run in that order and the
     process ends at once (``os._exit``) with the command's code."""
     import atexit
