@@ -180,6 +180,9 @@ def _run(argv: Optional[list[str]], debug: bool) -> int:
 
 
 def entry() -> None:
+    from ragcost import process
+
+    process.own(exit_now=True)  # the command's process: a batch or a server holds its instance from start to exit
     exit_now(main())
 
 
@@ -200,6 +203,9 @@ def exit_now(code: int) -> None:
     if shutdown is not None:
         shutdown()
     atexit._run_exitfuncs()
+    from ragcost import process
+
+    process.run_last()  # what must end with the process (a batch's or a server's lifetime row), last
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -75,6 +75,11 @@ class Bill:
     queries_per_month: int
     notes: list[str] = field(default_factory=list)
     replicas: list[dict[str, Any]] = field(default_factory=list)  # per serve replica (:func:`by_replica`); [] for one unnamed
+    # Of the recorded lifetimes' hours in the window: start-up (process start to loading done), shutdown (last query
+    # done to exit), and utilization over the rest; None where no lifetime recorded its phases.
+    startup_hours: Optional[float] = None
+    shutdown_hours: Optional[float] = None
+    utilization_running: Optional[float] = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,6 +125,18 @@ def provisioned_hours(lifetimes: Iterable[Mapping[str, Any]], lo: Optional[datet
     for (res, _host, _replica), spans in by.items():
         out[res] = out.get(res, 0.0) + merged_hours(spans, lo, hi)
     return out
+
+
+def phase_hours(lifetimes: Iterable[Mapping[str, Any]], lo: Optional[datetime], hi: Optional[datetime]) -> tuple[Optional[float], Optional[float]]:
+    """(start-up, shutdown) hours of the lifetimes that recorded their phases (``ready_at``, ``stopping_at``), each
+    clipped to the window; None for a phase no lifetime recorded."""
+    def clipped(a: datetime, b: datetime) -> float:
+        a, b = max(a, lo) if lo else a, min(b, hi) if hi else b
+        return max((b - a).total_seconds(), 0.0) / 3600.0
+
+    up = [clipped(r["started_at"], r["ready_at"]) for r in lifetimes if r.get("ready_at")]
+    down = [clipped(r["stopping_at"], lifetime_end(r)) for r in lifetimes if r.get("stopping_at") and r.get("stopped_at")]
+    return (sum(up) if up else None), (sum(down) if down else None)
 
 
 def window(qrows: list[dict], lifetimes: list[dict], since: Optional[datetime], until: Optional[datetime]) -> tuple[Optional[datetime], Optional[datetime]]:
@@ -169,7 +186,7 @@ def build_bill(qrows: list[dict], srows: list[dict], lifetimes: list[dict], book
                since: Optional[datetime] = None, until: Optional[datetime] = None,
                lifetimes_table: bool = True) -> Bill:
     """The bill of the selected queries and stage rows, with the lifetimes of the processes that ran them."""
-    from ragcost.cost.compute import STORAGE_STAGE
+    from ragcost.cost.compute import STARTUP_STAGE, STORAGE_STAGE
 
     notes: list[str] = []
     lifetimes = _usable_lifetimes(lifetimes, notes)
@@ -186,6 +203,7 @@ def build_bill(qrows: list[dict], srows: list[dict], lifetimes: list[dict], book
         notes.append("this ledger has no lifetime table (written by a ragcost before provisioned time was recorded): "
                       "no provisioned hours; time resources fall back to the book's declared traffic")
     marginal: dict[str, float] = {}
+    startup_usd: dict[str, float] = {}  # a batch process's loading CPU (a row of its own): busy, but in start-up
     storage_usd, storage_rows = 0.0, 0
     for r in srows:
         usd = float(r.get("cost_usd") or 0.0)
@@ -194,6 +212,8 @@ def build_bill(qrows: list[dict], srows: list[dict], lifetimes: list[dict], book
             storage_rows += 1
             continue
         marginal[r["resource"]] = marginal.get(r["resource"], 0.0) + usd
+        if r["stage"] == STARTUP_STAGE:
+            startup_usd[r["resource"]] = startup_usd.get(r["resource"], 0.0) + usd
     held = provisioned_hours(lifetimes, lo, hi)
     held_names = set(held)
     fleet = {name: e.count for name, e in book.fleet.items() if e.count > 0}
@@ -250,7 +270,14 @@ def build_bill(qrows: list[dict], srows: list[dict], lifetimes: list[dict], book
         notes.append("no queries and no provisioned capacity in this window: nothing to bill")
     if n == 0 and provisioned_any:
         notes.append("no queries in this window: the provisioned capacity served none (per-query figures are n/a)")
+    up, down = phase_hours(lifetimes, lo, hi)
+    prov_h = sum(x.provisioned_hours or 0.0 for x in lines if x.kind == "time" and x.basis.startswith(RECORDED))
+    busy_h = sum((x.busy_hours or 0.0) - startup_usd.get(x.resource, 0.0) / (x.usd_per_hour or 1.0)
+                 for x in lines if x.kind == "time" and x.basis.startswith(RECORDED))
+    running = prov_h - (up or 0.0) - (down or 0.0)
     return Bill(
+        startup_hours=up, shutdown_hours=down,
+        utilization_running=_div(busy_h, running) if (up is not None or down is not None) and running > 0 else None,
         window_start=lo.isoformat() if lo else None, window_end=hi.isoformat() if hi else None, window_hours=hours,
         queries=n, useful=useful, resources=lines, usd_marginal=total_m, usd_fully_loaded=total_f,
         usd_per_query_marginal=_div(total_m, n), usd_per_query_fully_loaded=_div(total_f, n),

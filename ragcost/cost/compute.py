@@ -36,6 +36,7 @@ from ragcost.errors import ConfigError, StageError
 
 GIB = 2**30
 STORAGE_STAGE = "storage"
+STARTUP_STAGE = "start-up"  # a batch process's CPU before its first query (imports, loading), charged to its queries at exit
 
 
 def by_cpu_time(record: UsageRecord, res: TimeResource) -> bool:

@@ -33,7 +33,8 @@ Schema
     price-book resource the process runs on), host, pid, workers (processes this row stands for),
     started_at, heartbeat_at (the last time it was seen alive: a crash still bounds it), stopped_at
     (NULL while alive or after a crash), replica (the ``ragcost serve`` replica, ``serve.replica``;
-    NULL for a batch). ``rc_ledger_runs`` and ``rc_ledger_queries`` carry the replica too. A ledger written before this table existed has none:
+    NULL for a batch), ready_at (loading done) and stopping_at (the last query done): start-up is
+    started_at..ready_at and shutdown stopping_at..stopped_at (NULL: not recorded). ``rc_ledger_runs`` and ``rc_ledger_queries`` carry the replica too. A ledger written before this table existed has none:
     reports then say so and fall back to the book's declared traffic.
 
 Migrations are additive: missing tables and columns are created, nothing is ever dropped.
@@ -145,6 +146,9 @@ lifetimes = sa.Table(
     sa.Column("heartbeat_at", sa.DateTime, nullable=False),
     sa.Column("stopped_at", sa.DateTime),
     sa.Column("replica", sa.String(64)),  # the serve replica this process is (serve.replica); NULL for a batch
+    # Added by the third truth pass (additive: older rows read NULL): the process's phases within its life.
+    sa.Column("ready_at", sa.DateTime),  # loading done: the first query could run (started_at..ready_at is start-up)
+    sa.Column("stopping_at", sa.DateTime),  # the last query done: shutdown began (stopping_at..stopped_at is shutdown)
 )
 # Tables a read-only reader may find missing (a ledger an older ragcost wrote): read as empty.
 OPTIONAL_TABLES = {"rc_ledger_lifetimes"}
@@ -353,8 +357,9 @@ class Ledger:
     # ---- provisioned capacity: the lifetimes of the processes that held it ----------------------
     def start_lifetime(self, kind: str, pipeline: str, resource: str, run_id: str | None = None,
                        workers: int = 1, host: str | None = None, pid: int | None = None,
-                       at: datetime | None = None, replica: str | None = None) -> str:
-        """Record that a process holding ``resource`` started (``at``, default now); returns its id."""
+                       at: datetime | None = None, replica: str | None = None, ready_at: datetime | None = None) -> str:
+        """Record that a process holding ``resource`` started (``at``, default now; ``ready_at``, when its
+        loading was done, if known); returns its id."""
         import os
         import socket
 
@@ -368,8 +373,15 @@ class Ledger:
             conn.execute(sa.insert(lifetimes).values(
                 lifetime_id=lid, kind=kind, pipeline=pipeline, run_id=run_id, resource=resource,
                 host=host or socket.gethostname(), pid=os.getpid() if pid is None else pid, workers=workers,
-                started_at=now, heartbeat_at=now, stopped_at=None, replica=replica))
+                started_at=now, heartbeat_at=now, stopped_at=None, replica=replica,
+                ready_at=_naive_utc(ready_at) if ready_at else None))
         return lid
+
+    def mark_ready(self, lifetime_id: str, at: datetime | None = None) -> None:
+        """The process's loading is done (its start-up phase ends): now, or ``at``."""
+        with self.engine.begin() as conn:
+            conn.execute(sa.update(lifetimes).where(lifetimes.c.lifetime_id == lifetime_id)
+                         .values(ready_at=_naive_utc(at) if at else utcnow()))
 
     def heartbeat(self, lifetime_id: str, at: datetime | None = None) -> None:
         """The process is still alive: a crash after this is bounded by it."""
@@ -377,11 +389,31 @@ class Ledger:
             conn.execute(sa.update(lifetimes).where(lifetimes.c.lifetime_id == lifetime_id)
                          .values(heartbeat_at=_naive_utc(at) if at else utcnow()))
 
-    def stop_lifetime(self, lifetime_id: str, at: datetime | None = None) -> None:
+    def stop_lifetime(self, lifetime_id: str, at: datetime | None = None, stopping_at: datetime | None = None) -> None:
+        """The process stopped (``at``, default now); ``stopping_at``: when its shutdown began, if known."""
         now = _naive_utc(at) if at else utcnow()
+        values: dict[str, Any] = {"heartbeat_at": now, "stopped_at": now}
+        if stopping_at is not None:
+            values["stopping_at"] = _naive_utc(stopping_at)
         with self.engine.begin() as conn:
-            conn.execute(sa.update(lifetimes).where(lifetimes.c.lifetime_id == lifetime_id)
-                         .values(heartbeat_at=now, stopped_at=now))
+            conn.execute(sa.update(lifetimes).where(lifetimes.c.lifetime_id == lifetime_id).values(**values))
+
+    def add_to_queries(self, run_id: str, query_ids: list[str], rows: list[dict[str, Any]]) -> None:
+        """Stage rows of calls shared by queries already written (a batch process's start-up CPU and the CPU
+        after its last query), one row per (call, query), each query's cost_usd raised by its shares: one
+        transaction. ``rows`` are built with ragcost.cost.compute.stage_row, ``cost_usd`` a query's share."""
+        if not query_ids or not rows:
+            return
+        full = []
+        for qid in query_ids:
+            for seq, row in enumerate(rows):
+                _, (r,) = self._rows(run_id, {"query_id": qid}, [row])
+                full.append({**r, "seq": 1000 + seq})  # after the query's own calls
+        extra = sum(float(r["cost_usd"]) for r in rows)
+        with self.engine.begin() as conn:
+            conn.execute(sa.insert(stage_calls), full)
+            conn.execute(sa.update(queries).where(queries.c.query_id.in_(query_ids))
+                         .values(cost_usd=queries.c.cost_usd + extra))
 
     def has_lifetimes_table(self) -> bool:
         have = getattr(self, "_columns", None)

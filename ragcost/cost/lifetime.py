@@ -11,6 +11,7 @@ extends the lifetime again.
 from __future__ import annotations
 
 import threading
+from datetime import datetime
 from typing import Optional
 
 from ragcost.cost.ledger import Ledger
@@ -29,9 +30,10 @@ class Lifetime:
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
 
-    def start(self, beat: bool = True) -> "Lifetime":
+    def start(self, beat: bool = True, at: Optional[datetime] = None) -> "Lifetime":
+        """Write the row: the process held its instance from ``at`` (its start, when known), else from now."""
         self.id = self.ledger.start_lifetime(self.kind, self.pipeline, self.resource, self.run_id, self.workers,
-                                             replica=self.replica)
+                                             replica=self.replica, at=at)
         if beat and self.interval_s > 0:
             self._thread = threading.Thread(target=self._beat, name="ragcost-lifetime", daemon=True)
             self._thread.start()
@@ -49,10 +51,19 @@ class Lifetime:
         while not self._stop.wait(self.interval_s):
             self.beat()
 
-    def stop(self) -> None:
+    def ready(self) -> None:
+        """Loading is done: the start-up phase ends now."""
+        if self.id is not None:
+            try:
+                self.ledger.mark_ready(self.id)
+            except Exception:  # like a heartbeat: the phase mark is not worth failing the server for
+                pass
+
+    def stop(self, stopping_at: Optional[datetime] = None) -> None:
+        """Close the row now; ``stopping_at``: when the process's shutdown began (its last query was done)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
         if self.id is not None:
-            self.ledger.stop_lifetime(self.id)
+            self.ledger.stop_lifetime(self.id, stopping_at=stopping_at)
             self.id = None

@@ -312,8 +312,23 @@ def bill_table(bill: dict[str, Any]):
     pu = money_column([bill["usd_per_useful_marginal"], bill["usd_per_useful_fully_loaded"]], missing="n/a (0 useful)")
     lines = [f"$ per query: marginal {pq[0]}, fully loaded {pq[1]} ({bill['queries']} queries)",
              f"$ per useful document: marginal {pu[0]}, fully loaded {pu[1]} ({bill['useful']} useful)",
-             *bill["notes"]]
+             *_phase_lines(bill), *bill["notes"]]
     return Group(table, *lines)
+
+
+def _phase_lines(bill: dict[str, Any]) -> list[str]:
+    """Start-up and shutdown as their own lines: provisioned time in which no query could run."""
+    up, down = bill.get("startup_hours"), bill.get("shutdown_hours")
+    if up is None and down is None:
+        return []
+    lines = []
+    if up is not None:
+        lines.append(f"start-up (process start to loading done): {up:.4g} h of the provisioned hours")
+    if down is not None:
+        lines.append(f"shutdown (last query done to process exit): {down:.4g} h of the provisioned hours")
+    if bill.get("utilization_running") is not None:
+        lines.append(f"utilization with start-up and shutdown left out: {bill['utilization_running'] * 100:.3g}%")
+    return lines
 
 
 def _useful_table(report: Report) -> "FittedTable":

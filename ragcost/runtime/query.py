@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from ragcost import process
 from ragcost.cost.aggregate import StageAgg, by_stage_of_calls, useful_by_stage
 from ragcost.cost.stats import percentile
 from ragcost.cost.useful import cost_per_useful
@@ -133,6 +135,11 @@ def run_queries(
     if pipe.config.useful.judge == "calibrated":
         pipe.calibration  # noqa: B018  (refused before any query runs when fit for another configuration)
     pipe.warm_up()
+    # A process the `ragcost` command started is this run: it holds its instance from the process's start to its
+    # exit, and every CPU-second it uses is the run's (loading, and the tail after the last query, at exit).
+    whole = process.owned() and write_ledger
+    from ragcost.cost.ledger import utcnow
+    startup_cpu = time.process_time()  # imports, loading the models, opening the index: before any query
     METER.own_thread()
     METER.baseline()  # loading the models is no query's CPU
     states: list[QueryState] = []
@@ -143,7 +150,9 @@ def run_queries(
     ledger = _open_ledger(pipe, ledger_url) if write_ledger else None
     run_id = ledger.start_run("query", pipe.config.name, pipe.price_book.version, {"path": str(pipe.path)}) if ledger else None
     # A batch holds its instance for its wall time: that is its provisioned time (ragcost.cost.bill).
-    life = ledger.start_lifetime("batch", pipe.config.name, pipe.config.resource, run_id) if ledger else None
+    life = ledger.start_lifetime("batch", pipe.config.name, pipe.config.resource, run_id,
+                                 at=process.started_at() if whole else None, ready_at=utcnow() if whole else None) if ledger else None
+    query_ids: list[str] = []
     try:
         for i in range(0, len(items), batch_size):
             batch = [QueryState(text=t, id=qid, k=default_k, filter=expr) for qid, t in items[i : i + batch_size]]
@@ -158,18 +167,47 @@ def run_queries(
             calls.extend(res.calls)
             storage += res.storage_usd_per_query * len(batch)
             if ledger:
-                _write_ledger(pipe, ledger, run_id, res, counts)
+                query_ids += _write_ledger(pipe, ledger, run_id, res, counts)
                 ledger.heartbeat(life)  # a crash later still bounds the run's provisioned time
             if tracer:
                 _trace(tracer, res, pipe)
     finally:
         if ledger:
-            ledger.stop_lifetime(life)
+            if whole:  # closed at the process's exit, with the CPU of start-up and of the tail charged
+                process.at_exit(_close_at_exit, ledger.url, run_id, life, utcnow(), query_ids, startup_cpu,
+                                pipe.config.resource, pipe.price_book)
+            else:
+                ledger.stop_lifetime(life)
             ledger.finish_run(run_id)
             ledger.close()
     run = QueryRun(pipe.config.name, states, calls, storage, pipe.price_book.version, useful, judge_label(pipe))
     run.book = pipe.price_book
     return run
+
+
+def _close_at_exit(url: str, run_id: str, life: str, stopping_at, query_ids: list[str], startup_cpu: float,
+                   resource: str, book) -> None:
+    """At the exit of a batch process: its start-up CPU and the CPU after its last query (ledger writes, output,
+    this) as two calls shared by the run's queries, then its lifetime closed now, shutdown from ``stopping_at``."""
+    from ragcost.cost.compute import STARTUP_STAGE, stage_row
+    from ragcost.cost.ledger import Ledger
+    from ragcost.records import UsageRecord
+    from ragcost.runtime.runner import OVERHEAD_STAGE
+
+    ledger = Ledger(url)  # opening it is part of the tail, so claimed after
+    try:
+        tail = METER.claim_overhead()
+        if query_ids and resource in book.resources:
+            rows = [stage_row(UsageRecord(stage=stage, resource=resource, items=len(query_ids), calls=0, wall_seconds=0.0,
+                                          cpu_seconds=cpu, notes={"what": what}), book)
+                    for stage, cpu, what in ((STARTUP_STAGE, startup_cpu, "process CPU before the first query: imports, "
+                                              "loading the models, opening the index"),
+                                             (OVERHEAD_STAGE, tail, "process CPU after the last query: its ledger "
+                                              "writes, the output, exit"))]
+            ledger.add_to_queries(run_id, query_ids, rows)
+        ledger.stop_lifetime(life, stopping_at=stopping_at)
+    finally:
+        ledger.close()
 
 
 def _tracer(pipe: Pipeline, ledger_url: Optional[str] = None):
@@ -217,22 +255,24 @@ def _open_ledger(pipe: Pipeline, url: Optional[str]):
     return Ledger(url or pipe.config.store_url)
 
 
-def _write_ledger(pipe: Pipeline, ledger, run_id: str, res, useful: list[int]) -> None:
+def _write_ledger(pipe: Pipeline, ledger, run_id: str, res, useful: list[int]) -> list[str]:
     from ragcost.cost.compute import stage_row, storage_row
 
     book = pipe.price_book
     ram, disk = pipe.storage_bytes()
+    ids = []
     for s, n_useful in zip(res.states, useful):
         # A batch call is shared by the queries it served; an attempt is its query's alone.
         rows = [stage_row(c.record, book, c.call_id) for c in res.calls if c.serves(s)]
         rows.append(storage_row(ram, disk, book))
-        ledger.record_query(
+        ids.append(ledger.record_query(
             run_id,
             {"text": s.text, "ok": s.ok, "useful": n_useful, "useful_judge": judge_label(pipe), "retrieved": len(s.hits),
              "error": s.error, "outcome": s.outcome, "outcome_stage": s.outcome_stage, **s.route_fields(),
              "cache": s.cache_record(), "partial": s.notes.get("partial")},
             rows,
-        )
+        ))
+    return ids
 
 
 def _retrieve_k(pipe: Pipeline) -> int:

@@ -247,10 +247,11 @@ def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first
 
     @asynccontextmanager
     async def lifespan(app):
-        from ragcost.serve.lifetime import start_serve_lifetime, stop_serve_lifetime
+        from ragcost.serve.lifetime import ready_serve_lifetime, start_serve_lifetime, stop_serve_lifetime
 
         life = start_serve_lifetime(svc)  # provisioned time: from now to shutdown, serving or idle
         warm = asyncio.create_task(svc.start())
+        warm.add_done_callback(lambda _t: ready_serve_lifetime(life))  # start-up ends once the warm-up is done
         try:  # SIGHUP reloads the keys (only where the loop runs in the main thread)
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, svc.reload_keys)
         except (NotImplementedError, RuntimeError, ValueError, AttributeError):

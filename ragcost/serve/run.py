@@ -42,8 +42,10 @@ def check_open(host: str, keys: Optional[str], where: str) -> None:
 
 def app_factory():
     """The app for each of uvicorn's worker processes (``--workers N``): the pipeline comes by env var."""
+    from ragcost import process
     from ragcost.serve.app import build_app
 
+    process.own()  # a worker process is the server's, from its start to its exit
     return build_app(os.environ[_ENV], os.environ.get(_LEDGER_ENV) or None, warm_first=True)
 
 

@@ -75,13 +75,24 @@ async def _load(url: str, n: int, after_s: float, act) -> list:
 @pytest.mark.slow
 def test_sigterm_during_load_finishes_every_accepted_request_and_exits_0(kb_served):
     slow = variant(kb_served, "drain.yaml", serve={"batch_window_ms": 400, "max_batch": 256, "keys": "file:keys.json"})
+    t0 = time.time()
     s = Served(slow)
     rs = asyncio.run(_load(s.url, 80, 0.2, lambda: s.proc.send_signal(signal.SIGTERM)))
     assert s.proc.wait(60) == 0
+    wall = time.time() - t0
     ok = [r for r in rs if isinstance(r, httpx.Response)]
     assert ok and all(r.status_code == 200 for r in ok), [r.status_code for r in ok if r.status_code != 200]
     qrows, _ = ledger_rows(slow)
     assert {r.json()["id"] for r in ok} <= {q["query_id"] for q in qrows}
+    # its provisioned time is the process's life, start-up (imports, loading, warm-up) and shutdown as phases
+    from ragcost.cost.ledger import Ledger
+    from ragcost.runtime.pipeline import Pipeline
+
+    with Ledger(Pipeline.load(slow).config.store_url, read_only=True) as led:
+        [life] = [x for x in led.read_lifetimes() if x["kind"] == "serve"]
+    held = (life["stopped_at"] - life["started_at"]).total_seconds()
+    assert life["started_at"] < life["ready_at"] < life["stopping_at"] <= life["stopped_at"]
+    assert abs(held - wall) <= 0.02 * wall + 0.1, (held, wall)  # the outside clock also waited for /readyz polls
 
 
 @pytest.mark.slow

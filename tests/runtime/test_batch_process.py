@@ -1,0 +1,96 @@
+"""A batch `ragcost query --queries` process, measured from outside it: the ledger holds its whole life and CPU.
+
+The CLI runs as a real subprocess; a wall clock around it and the kernel's CPU count of it (``wait4``) are the
+truth. Its lifetime row spans process start to exit (start-up and shutdown as phases of their own), the bill's
+fully loaded dollars are those hours at the book's rate plus storage, and the CPU the ledger charged is the
+process's: its start-up and the tail after its last query are rows of the run, not left out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ragcost.cost.bill import build_bill
+from ragcost.cost.ledger import Ledger
+from ragcost.cost.pricebook import load_price_book
+from tests.cli.conftest import REPO, run_cli, write_corpus, write_pipeline
+
+QUERIES = ["how do I get a refund", "reset my password", "export my data", "webhook signature", "billing cycle"]
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    from ragcost.cli.main import main
+
+    folder = tmp_path_factory.mktemp("batch")
+    write_corpus(folder / "kb.jsonl")
+    pipe = write_pipeline(folder)
+    assert main(["index", str(pipe)]) == 0
+    qfile = folder / "q.jsonl"
+    qfile.write_text("".join(json.dumps({"_id": f"q{i}", "text": t}) + "\n" for i, t in enumerate(QUERIES * 11)))  # 55
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
+    t0 = time.time()
+    proc = subprocess.Popen([sys.executable, "-m", "ragcost.cli.main", "query", str(pipe), "--queries", str(qfile),
+                             "--json"], env=env, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.stdout.read(), proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.time() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    assert proc.returncode == 0, err.decode()
+    led = Ledger(f"duckdb:///{folder / 'kb.duckdb'}")
+    try:
+        (run,) = [r for r in led.list_runs() if r["kind"] == "query"]
+        lives = [x for x in led.read_lifetimes() if x["run_id"] == run["run_id"]]
+        qrows, srows = led.read(pipeline="kb")
+    finally:
+        led.close()
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "lives": lives, "qrows": qrows, "srows": srows,
+            "json": json.loads(out), "pipe": pipe}
+
+
+def test_the_lifetime_spans_the_process_from_start_to_exit_within_1pct_of_an_outside_clock(batch):
+    (life,) = batch["lives"]
+    held = (life["stopped_at"] - life["started_at"]).total_seconds()
+    print(f"lifetime {held:.3f} s, wall clock outside the process {batch['wall']:.3f} s")
+    assert abs(held - batch["wall"]) <= 0.01 * batch["wall"]
+    # the phases: loading, then the queries, then the output and exit
+    assert life["started_at"] < life["ready_at"] < life["stopping_at"] < life["stopped_at"]
+    assert (life["ready_at"] - life["started_at"]).total_seconds() > 0.3 * held  # imports and model loading dominate
+
+
+def test_fully_loaded_is_the_processs_hours_at_the_books_rate_plus_storage_and_start_up_is_its_own_line(batch, capsys):
+    book = load_price_book(REPO / "pricing" / "default.yaml")
+    bill = build_bill(batch["qrows"], batch["srows"], batch["lives"], book)
+    cpu = next(r for r in bill.resources if r.resource == "cpu")
+    storage = next(r for r in bill.resources if r.resource == "storage")
+    rate = book.resources["cpu"].usd_per_hour
+    assert cpu.usd_fully_loaded == pytest.approx(batch["wall"] / 3600 * rate, rel=0.01)
+    assert bill.usd_fully_loaded == pytest.approx(cpu.provisioned_hours * rate + storage.usd_fully_loaded, rel=1e-9)
+    assert bill.startup_hours is not None and bill.shutdown_hours is not None
+    code, out, err = run_cli(capsys, "report", batch["pipe"])
+    assert code == 0, err
+    assert "start-up (process start to loading done): " in out and "shutdown (last query done to process exit): " in out
+
+
+def test_every_cpu_second_of_the_process_is_charged_start_up_and_tail_included(batch):
+    calls = {}
+    for r in batch["srows"]:
+        if r["cpu_seconds"] is not None:
+            calls[r["call_id"]] = r["cpu_seconds"]
+    charged = sum(calls.values())
+    stages = {r["stage"] for r in batch["srows"]}
+    print(f"charged CPU {charged:.3f} s, the process's (wait4) {batch['cpu']:.3f} s: ratio {charged / batch['cpu']:.4f}")
+    assert {"start-up", "overhead"} <= stages
+    assert 0.97 <= charged / batch["cpu"] <= 1.03
+    # the queries' cost_usd is still the sum of their rows, the start-up and tail shares included
+    by_query: dict[str, float] = {}
+    for r in batch["srows"]:
+        by_query[r["query_id"]] = by_query.get(r["query_id"], 0.0) + r["cost_usd"]
+    for q in batch["qrows"]:
+        assert q["cost_usd"] == pytest.approx(by_query[q["query_id"]], rel=1e-9)
