@@ -32,6 +32,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping, Optional
 
 from ragcost.cost.pricebook import PriceBook, StorageResource, TimeResource, TokenResource
+from ragcost.cost.useful import useful_of
 
 HOURS_PER_MONTH = 730
 DECLARED = "declared traffic"
@@ -63,7 +64,7 @@ class Bill:
     window_end: Optional[str]
     window_hours: float
     queries: int
-    useful: int
+    useful: float  # the judges' counts (expected where the judge is calibrated): report's totals divide by the same
     resources: list[ResourceBill]
     usd_marginal: float
     usd_fully_loaded: float
@@ -197,7 +198,7 @@ def build_bill(qrows: list[dict], srows: list[dict], lifetimes: list[dict], book
         hi = lo
     hours = (hi - lo).total_seconds() / 3600.0 if lo is not None and hi is not None else 0.0
     n = len(qrows)
-    useful = sum(int(q.get("useful") or 0) for q in qrows)
+    useful = sum(useful_of(q) for q in qrows)  # the count report's totals divide by: one $/useful, not two
     qpm = book.queries_per_month
     if not lifetimes_table:
         notes.append("this ledger has no lifetime table (written by a ragcost before provisioned time was recorded): "

@@ -20,7 +20,7 @@ from ragcost.cost.aggregate import StageAgg, by_stage_of_rows, useful_by_stage
 from ragcost.cost.fmt import json_safe, money, money_column
 from ragcost.cost.ledger import Ledger
 from ragcost.cost.stats import PERCENTILE_METHOD, percentiles
-from ragcost.cost.useful import cost_per_useful
+from ragcost.cost.useful import cost_per_useful, useful_of  # noqa: F401  (useful_of: re-exported)
 
 
 @dataclass
@@ -139,12 +139,6 @@ def build_report(ledger: str | Ledger, since: datetime | None = None, pipeline: 
         if own:
             led.close()
     return aggregate(qrows, srows, since=since, pipeline=pipeline)
-
-
-def useful_of(q: dict) -> float:
-    """A query row's useful count as its judge made it: the expected count where recorded, else the integer."""
-    e = q.get("useful_expected")
-    return float(e) if e is not None else int(q.get("useful") or 0)
 
 
 def aggregate(qrows: list[dict], srows: list[dict], since: datetime | None = None, pipeline: str | None = None) -> Report:
@@ -311,7 +305,7 @@ def bill_table(bill: dict[str, Any]):
     pq = money_column([bill["usd_per_query_marginal"], bill["usd_per_query_fully_loaded"]])
     pu = money_column([bill["usd_per_useful_marginal"], bill["usd_per_useful_fully_loaded"]], missing="n/a (0 useful)")
     lines = [f"$ per query: marginal {pq[0]}, fully loaded {pq[1]} ({bill['queries']} queries)",
-             f"$ per useful document: marginal {pu[0]}, fully loaded {pu[1]} ({bill['useful']} useful)",
+             f"$ per useful document: marginal {pu[0]}, fully loaded {pu[1]} ({bill['useful']:.4g} useful)",
              *_phase_lines(bill), *bill["notes"]]
     return Group(table, *lines)
 

@@ -116,3 +116,11 @@ def make_judge(kind: str, threshold: float | None = None, qrels: Mapping | None 
 def cost_per_useful(dollars: float, useful: float) -> float | None:
     """Dollars per useful document; ``None`` when nothing useful was delivered (never a division by zero)."""
     return dollars / useful if useful > 0 else None
+
+
+def useful_of(q: Mapping[str, Any]) -> float:
+    """A ledger query row's useful count as its judge made it: the expected count where recorded (a float for the
+    expected-useful judge), else the integer. Every part of ``report`` (totals, per stage, the bill, replicas)
+    divides by this one count; the rounded integer column alone summed 138 where the expected counts summed 126.1."""
+    e = q.get("useful_expected")
+    return float(e) if e is not None else int(q.get("useful") or 0)

@@ -233,3 +233,27 @@ class TestJsonIsAlwaysJson:
         ss[0]["cost_usd"] = float("inf")
         text = _render(aggregate(qs, ss), 120)
         assert "nan%" not in text and "$inf" not in text
+
+
+def test_the_bill_and_the_totals_divide_by_one_useful_count_the_judges_expected_one(tmp_path):
+    """A calibrated judge writes expected counts (0.4, 1.3, ...); the rounded integer column is a display. The
+    totals' $/useful and the bill's marginal $/useful are one figure over the expected sum, in JSON and on screen."""
+    url = f"duckdb:///{tmp_path}/l.duckdb"
+    qs, ss, _ = _fixture()
+    expected = [0.4, 1.3, 0.6, 2.45, 0.2]  # rounded: 0, 1, 1, 2, 0 -> 4; expected sum 4.95
+    with Ledger(url) as led:
+        run = led.start_run("query", "kb", "v")
+        for q, e in zip(qs, expected):
+            rows = [{k: v for k, v in s.items() if k != "query_id"} for s in ss if s["query_id"] == q["query_id"]]
+            led.record_query(run, {**q, "useful": e}, rows)
+    app = typer.Typer()
+    app.command()(report)
+    app.command("noop")(lambda: None)
+    res = CliRunner().invoke(app, ["report", "--ledger", url, "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert data["totals"]["useful"] == pytest.approx(sum(expected))
+    assert data["bill"]["useful"] == pytest.approx(sum(expected))
+    assert data["bill"]["usd_per_useful_marginal"] == pytest.approx(data["totals"]["usd_per_useful"], rel=1e-9)
+    text = CliRunner().invoke(app, ["report", "--ledger", url]).output
+    assert "(4.95 useful)" in text
