@@ -192,6 +192,7 @@ class Session:
             if over is not None:
                 res.calls.append(over)
         book = self.pipe.price_book
+        self._storage = self.pipe.storage_bytes()  # the exact-scan copy's RAM as resident now (re-read at most once a second)
         out = []
         for s in res.states:
             records = [c.record for c in res.calls if c.serves(s)]

@@ -16,6 +16,7 @@ from ragcost.runtime.runner import RunResult, Runner
 from ragcost.stages.base import Stage
 from ragcost.urls import duckdb_url_problem, shown_url
 
+RESIDENT_EVERY_S = 1.0  # how often the exact-scan copy's residency is re-read (/proc/self/smaps takes milliseconds)
 
 class Pipeline:
     """A validated pipeline and the parts it needs; heavy parts load on first use.
@@ -34,6 +35,7 @@ class Pipeline:
         self._store: Any = None
         self._artifact: Any = None
         self._storage: Optional[tuple[int, int]] = None
+        self._resident: Optional[tuple[float, Optional[int]]] = None
 
     @classmethod
     def load(cls, path: str | Path, judge: bool = True) -> "Pipeline":
@@ -328,17 +330,28 @@ class Pipeline:
 
     def storage_bytes(self) -> tuple[int, int]:
         """(RAM, disk) bytes by the one storage formula (:mod:`ragcost.cost.storage`): the index, the
-        exact-scan copy unless the index holds it, the BM25 index of a hybrid stage, the store's
-        tables. Measured once per loaded pipeline, so every query of a run is charged the same."""
-        if self._storage is None:
-            from ragcost.cost.storage import holds_float32, storage_bytes
+        exact-scan copy unless the index holds it (as far as it is resident in this process: a
+        memory-mapped file is read on use), the BM25 index of a hybrid stage, the store's tables.
+        The folders and tables are measured once per loaded pipeline, the copy's residency at most once a second."""
+        import time
 
-            m = self.artifact().manifest
-            self._storage = storage_bytes(
-                m.index_bytes, m.vector_count, m.dim, m.file_bytes, holds_vectors=holds_float32(m.backend, m.kind, m.precision),
-                # the grounded check's sentence vectors are charged as the BM25 folder is: RAM and disk
-                bm25_bytes=self.bm25_bytes() + self.sentence_bytes(), store_bytes=self.store_bytes())
-        return self._storage
+        from ragcost.cost.storage import holds_float32, mapped_resident_bytes, storage_bytes
+
+        m = self.artifact().manifest
+        holds = holds_float32(m.backend, m.kind, m.precision)
+        if self._storage is None:
+            # the grounded check's sentence vectors are charged as the BM25 folder is: RAM and disk
+            self._storage = (self.bm25_bytes() + self.sentence_bytes(), self.store_bytes())
+        if holds:
+            resident = None
+        elif self._resident is not None and time.monotonic() - self._resident[0] < RESIDENT_EVERY_S:
+            resident = self._resident[1]
+        else:  # the mapped exact-scan copy: RAM as far as it is resident now (re-measured at most once a second)
+            resident = mapped_resident_bytes(self.config.index_path / m.vectors_file)
+            self._resident = (time.monotonic(), resident)
+        extra, store = self._storage
+        return storage_bytes(m.index_bytes, m.vector_count, m.dim, m.file_bytes, holds_vectors=holds, bm25_bytes=extra,
+                             store_bytes=store, copy_resident=resident)
 
     def bm25_bytes(self) -> int:
         """The BM25 folder of each hybrid re-rank stage (0 without one)."""
