@@ -361,6 +361,8 @@ def _print_versus(out: Any, run: Any, rec: Any) -> None:
         return
     out.print(_m("95% CI, [lo, hi]: ") + f"{iv['level']:.0%} percentile bootstrap over {iv['queries']} queries ({iv['resamples']} resamples, "
               f"seed {iv['seed']}); $ intervals include the spread of the repeated timing rounds", highlight=False)
+    if (iv.get("power") or {}).get("line"):
+        out.print(_m(iv["power"]["line"]), highlight=False)
     best = max(run.ok(), key=lambda r: (r.metrics.get(run.quality, float("-inf")), -r.bytes_per_vector))
     if best is not rec:
         out.print(f"  {_m(rec.name)} vs the best {_m(best.name)}: {_m(versus_line(rec, best, run.quality, resampler(iv['queries'])))}",

@@ -18,12 +18,12 @@ def _money(v: Optional[float]) -> str:
 
 def tune(
     spec: Path = typer.Argument(..., help="eval spec YAML (eval/*.yaml): the grid to search"),
-    floor: float = typer.Option(0.98, "--floor", help="keep configurations with quality >= floor x the best measured"),
+    floor: Optional[float] = typer.Option(None, "--floor", help="keep configurations with quality >= floor x the best measured; default: the spec's within_pct (2% -> 0.98), eval's rule"),
     write: bool = typer.Option(False, "--write", help="write the chosen configuration into the pipeline YAML, with comments"),
     max_queries: Optional[int] = typer.Option(None, "--max-queries", callback=in_range(1, 10**9, "the number of judged queries to evaluate"), help="evaluate only the first N judged queries (N >= 1)"),
     cache_dir: Path = typer.Option(Path(".ragcost/eval"), "--cache-dir", help="where corpus and query vectors are cached"),
 ) -> None:
-    """Find the cheapest configuration ($ per useful document) whose quality is within the floor, without the full grid."""
+    """Find eval's pick (the cheapest configuration by $ per useful document within the floor) without the full grid."""
     from rich.console import Console
 
     from ragcost.cli.eval_cmd import _progress_runner
@@ -65,6 +65,6 @@ def tune(
     if write:
         from ragcost.evaluate.tune_write import write_choice
 
-        note = f"{q} {c.quality(q):.4f}, {_money(c.usd_per_useful)}/useful (floor {floor:g} x best {rep.best_quality:.4f})"
+        note = f"{q} {c.quality(q):.4f}, {_money(c.usd_per_useful)}/useful (floor {rep.floor:g} x best {rep.best_quality:.4f})"
         changed = write_choice(ls.pipeline_path, c, note)
         out.print(f"wrote {_m(str(ls.pipeline_path))} ({', '.join(changed) or 'no value changed'})", highlight=False)

@@ -165,6 +165,9 @@ def run_eval(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Progress
 
         attach(run)
         mark(run.results, ls.spec.quality, ls.spec.within_pct)
+        from ragcost.evaluate.power import attach_power
+
+        attach_power(run)
         run.wall_seconds = perf_counter() - t_start
         return run
     finally:

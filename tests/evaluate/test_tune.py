@@ -12,7 +12,7 @@ from ragcost.cli.main import main
 from ragcost.errors import ConfigError
 from ragcost.evaluate.run import run_eval
 from ragcost.evaluate.spec import load_spec
-from ragcost.evaluate.tune import tune
+from ragcost.evaluate.tune import ASSUMPTIONS, summary_lines, tune
 from tests.evaluate.conftest import REPO, write_beir, write_spec
 
 GRID = f"""grid:
@@ -112,6 +112,61 @@ class TestTune:
         assert embed["type"] == "onnx" and embed["onnx"] == {"quantize": "int8"} and "dtype" not in embed
         assert embed["batch_size"] == 16  # what is not a runtime's own stays
         EmbedConfig.model_validate(embed)  # and the pipeline's embed is valid again
+
+
+SHARED = f"""grid:
+  - index: {REPO}/indexes/flat.yaml
+  - index: {REPO}/indexes/flat.yaml
+    rerank: {{type: rescore, top_n: 10}}
+    candidates: 20
+  - index: {REPO}/indexes/hnsw-m16.yaml
+    sweep: {{ef: [8, 64]}}"""
+
+
+class TestEntriesSharingAnIndexFile:
+    """Two grid entries on indexes/flat.yaml (plain, and with a re-ranker) are two branches of the walk: before,
+    they collapsed into one, and tune walked the second entry's dims and precisions only."""
+
+    @pytest.fixture(scope="class")
+    def shared(self, tmp_path_factory):
+        folder = tmp_path_factory.mktemp("shared")
+        write_beir(folder / "data" / "synth", n_docs=160)
+        spec = write_spec(folder, SHARED, dims=[64, 32], precisions=["float32", "int8"], k=[10])
+        cache = folder / "cache"
+        full = run_eval(load_spec(spec), cache)
+        return tune(load_spec(spec), 0.4, cache, measured=full.results), full
+
+    def test_every_flat_configuration_of_both_entries_is_measured_when_all_pass(self, shared):
+        rep, full = shared
+        flats = {r.name for r in full.ok() if r.kind == "flat"}
+        assert len(flats) == 8  # 2 entries x 2 dims x 2 precisions, none of them collapsed
+        assert flats <= {s.result.name for s in rep.steps}
+
+    def test_the_pick_is_evals(self, shared):
+        rep, full = shared
+        assert rep.chosen.name == next(r.name for r in full.ok() if r.recommended)
+
+
+class TestAgreesWithEval:
+    """On the seeded grid, tune's walk (over eval's own measurements: no timing noise between the two)
+    picks what eval picks, at the spec's floor and at others; every skip names its assumption."""
+
+    @pytest.mark.parametrize("floor", [None, 0.9, 0.995])
+    def test_the_pick_is_evals_at_each_floor(self, tuned, floor):
+        from ragcost.evaluate.pareto import mark
+
+        folder, spec, _, full = tuned
+        within = 2.0 if floor is None else (1 - floor) * 100
+        mark(full.results, "ndcg@10", within)
+        rep = tune(load_spec(spec), floor, folder / "cache", measured=full.results)
+        assert rep.chosen.name == next(r.name for r in full.ok() if r.recommended), "\n".join(summary_lines(rep))
+        assert rep.ran < rep.full_grid or rep.failed
+        assert all(s.assumption in ASSUMPTIONS for s in rep.skips)
+        mark(full.results, "ndcg@10", 2.0)
+
+    def test_the_default_floor_is_the_specs_within_pct(self, tuned):
+        folder, spec, _, full = tuned
+        assert tune(load_spec(spec), None, folder / "cache", measured=full.results).floor == pytest.approx(0.98)
 
 
 class TestDominanceBound:
