@@ -113,6 +113,7 @@ class EvalRun:
     query_ids: list[str] = field(default_factory=list, repr=False)  # the order of every result's per_query values
     intervals: dict[str, Any] = field(default_factory=dict)  # how the intervals were made (resamples, seed, level, note)
     ablation: list[dict[str, Any]] = field(default_factory=list)  # `eval --ablate`: per optional stage removed (evaluate.ablate)
+    traffic: dict[str, Any] = field(default_factory=dict)  # the traffic the dollars are priced at (evaluate.traffic)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -135,12 +136,14 @@ def _noop(task: str, done: int, total: Optional[int]) -> None:
 
 
 def run_eval(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Progress = _noop,
-             ray_address: Optional[str] = None, half: Optional[tuple[str, int]] = None) -> EvalRun:
+             ray_address: Optional[str] = None, half: Optional[tuple[str, int]] = None,
+             traffic: Optional[str] = None) -> EvalRun:
     """Everything `ragcost eval SPEC` measures, as data (nothing printed, nothing written but the caches).
 
     ``ray_address``: embed the corpus on that Ray cluster, whatever the pipeline's executor says.
     ``half``: (``fit`` or ``test``, seed): only that seeded half of the judged queries
     (:func:`ragcost.evaluate.expected.split_queries`), to fit a judge on one half and test it on the other.
+    ``traffic``: one, serve or a batch size (:mod:`ragcost.evaluate.traffic`); None: the pipeline's.
     """
     from ragcost.evaluate.pareto import mark
     from ragcost.evaluate.grid import merge_variant, variants
@@ -157,7 +160,7 @@ def run_eval(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Progress
     try:
         vs = variants(ls.spec, pipe)
         for v in vs:  # one corpus embedding per (embedder, chunking)
-            vrun, ev, candidates = _prepare(ls, v.pipe, cache_dir, progress, half)
+            vrun, ev, candidates = _prepare(ls, v.pipe, cache_dir, progress, half, traffic)
             _measure_all(vrun, ev, candidates, progress)
             run = merge_variant(run, vrun, v)
         assert run is not None
@@ -175,11 +178,15 @@ def run_eval(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Progress
 
 
 def _prepare(ls: LoadedSpec, pipe: Any, cache_dir: Path, progress: Progress,
-             half: Optional[tuple[str, int]] = None) -> tuple[EvalRun, "_Evaluator", list[Candidate]]:
+             half: Optional[tuple[str, int]] = None,
+             traffic: Optional[str] = None) -> tuple[EvalRun, "_Evaluator", list[Candidate]]:
     """Embed (or read from cache) the corpus and the queries; expand the grid; the run's header."""
     from ragcost.evaluate.datasets import check_files, load_dataset
 
+    from ragcost.evaluate.traffic import resolve
+
     spec, book = ls.spec, pipe.price_book
+    shape = resolve(pipe, traffic)  # a bad --traffic is refused before any model loads
     check_files(ls.dataset_path)
     progress("loading model", 0, None)
     pipe.embedder.warm_up()
@@ -197,7 +204,7 @@ def _prepare(ls: LoadedSpec, pipe: Any, cache_dir: Path, progress: Progress,
 
         qrels = binary(qrels)
     progress("embedding queries", 0, len(queries))
-    qv = embed_queries(pipe, queries, ls.dataset_path, cache_dir)
+    qv = embed_queries(pipe, queries, ls.dataset_path, cache_dir, batch=shape.batch)
     progress("embedding queries", len(queries), len(queries))
     native = int(corpus.vectors.shape[1])
     candidates, skipped = expand(ls, native, min(pipe.dim, native))
@@ -210,7 +217,7 @@ def _prepare(ls: LoadedSpec, pipe: Any, cache_dir: Path, progress: Progress,
         price_book_version=str(book.version), store_url=pipe.config.store_url,
         started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         warnings=ds.problems.lines() + [f"skipped input: {s}" for s in corpus.summary.report.skipped[:3]],
-        query_ids=list(queries),
+        query_ids=list(queries), traffic=shape.to_dict(),
     )
     run.results.extend(ConfigResult(s.name, status="skipped", reason=s.reason) for s in skipped)
     ev = _Evaluator(ls, pipe, book, corpus, qv, queries, qrels)
@@ -452,7 +459,8 @@ class _Evaluator:
         r.bytes_per_vector = r.index_bytes / n if n else 0.0
         r.stages = stage_costs(records, self.book, r.total_usd - sum(cost_of(x, self.book) for x in records), r.useful)
         # each stage's dollars spread over the queries by their share of its measured work
-        shares = {"embed": self.qv.seconds[:nq], "retrieve": search_cpu}
+        embed_work = self.qv.cpu[:nq] if self.qv.cpu is not None else self.qv.seconds[:nq]
+        shares = {"embed": embed_work, "retrieve": search_cpu}
         per_q = np.full(nq, per_query_storage)
         for x in records:
             w = np.asarray(shares.get(x.stage, stage_s), float)

@@ -102,7 +102,7 @@ def test_the_judge_fit_on_half_the_queries_predicts_the_other_half(shared_data, 
     pairs = []
     for _ in range(5):
         _forget_measurement(name, len(held))
-        ev = run_eval(load_spec(spec), CACHE, half=("test", 0)).ok()[0]
+        ev = run_eval(load_spec(spec), CACHE, half=("test", 0), traffic="64").ok()[0]  # priced at query time's batches
         assert _measured(name, len(held)), "eval reused a measurement it should have taken afresh"
         code, out, err = run_cli(capsys, "query", pipe, "--queries", qfile, "--json", "--no-ledger", "--batch-size", "64")  # the embed batch eval used
         assert code == 0, err
