@@ -48,12 +48,12 @@ def results_table(run: Any) -> Any:
     from ragcost.evaluate.run import USD_BASIS
 
     t = Table(title=f"{_m(run.name)}: {_m(run.dataset)}, {run.queries} queries, {run.documents:,} docs / {run.chunks:,} chunks",
-              caption=_m(f"$ is {USD_BASIS}"), header_style="bold", pad_edge=False)
+              caption=_m(f"{priced_as(run)}; $ is {USD_BASIS}"), header_style="bold", pad_edge=False)
     t.add_column("config", no_wrap=True)
     for c in cols:
         base, _, cut = c.partition("@")
         t.add_column(f"{short.get(base, base)}@{cut}", justify="right", no_wrap=True)
-    for h in ("p50 ms", "p95 ms", "p99 ms", "QPS 1/batch", "build s", "B/vec", "RAM MB", "$/1k q", "$/useful", ""):
+    for h in ("path p50 ms", "path p95 ms", "path p99 ms", "QPS path/search", "build s", "B/vec", "RAM MB", "$/1k q", "$/useful", ""):
         t.add_column(h, justify="right", no_wrap=h in ("$/1k q", "$/useful"))
     for r in sorted(run.ok(), key=lambda r: -r.metrics.get(q, 0)):
         mark = "★ pick" if r.recommended else "◆ front" if r.pareto else ""  # pick: cheapest within the quality margin, not the top score
@@ -69,6 +69,15 @@ def results_table(run: Any) -> Any:
                       _rel_span(r.usd_per_1k_queries, r.ci.get("usd_per_1k_queries")),
                       _rel_span(r.usd_per_useful, r.ci.get("usd_per_useful")), "", style="dim")
     return t
+
+
+def priced_as(run: Any) -> str:
+    """What the latency and dollar columns include, and at what traffic (the caption of the results table)."""
+    paths = sorted({r.path for r in run.ok()})
+    what = paths[0] if len(paths) == 1 else "per configuration (--json: path)"
+    traffic = (run.traffic or {}).get("label", "")
+    return (f"path = what a served query waits for and pays: {what}" + (f", {traffic}" if traffic else "") +
+            "; QPS: the path one at a time / one batch search alone")
 
 
 def stage_table(r: Any) -> Any:
@@ -178,6 +187,7 @@ def eval_(
     half_seed: int = typer.Option(0, "--half-seed", min=0, help="the seed of --half's split (a whole number >= 0)"),
     as_json: bool = typer.Option(False, "--json", help="print the run as JSON on stdout (every figure with its 95% interval, ci) instead of the tables"),
     ablate: bool = typer.Option(False, "--ablate", help="run the pipeline with each optional stage (rerank, hybrid, guard, cache, route) removed: what each buys, with its interval, and at what price"),
+    traffic: Optional[str] = typer.Option(None, "--traffic", metavar="one|serve|N", help="the traffic the $ and latency are priced at: one (a query at a time, as the price book's declared rate arrives), serve (the batch `ragcost serve`'s window forms at that rate) or N (batches of N, e.g. a batch job); default: serve when the pipeline sets serve.batch_window_ms, else one"),
     ray: Optional[str] = typer.Option(None, "--ray", metavar="ADDRESS", help="embed the corpus on the Ray cluster at ADDRESS (host:port as `ray start --head` prints it, or auto) instead of the pipeline's executor"),
 ) -> None:
     """Compare index and embedding configurations on a dataset's relevance judgments: quality, latency, bytes, dollars."""
@@ -221,9 +231,10 @@ def eval_(
         if ablate:
             from ragcost.evaluate.ablate import run_ablation
 
-            run = run_ablation(ls, cache_dir, progress=cb)
+            run = run_ablation(ls, cache_dir, progress=cb, traffic=traffic)
         else:
-            run = run_eval(ls, cache_dir, progress=cb, ray_address=ray, half=(half, half_seed) if half else None)
+            run = run_eval(ls, cache_dir, progress=cb, ray_address=ray, half=(half, half_seed) if half else None,
+                           traffic=traffic)
     _print_warnings(err, run)
     if as_json:
         from ragcost.evaluate.run import results_json

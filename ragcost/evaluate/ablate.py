@@ -57,7 +57,8 @@ def optional_stages(specs: list[tuple[type, Any]]) -> list[StageSpec]:
     return [StageSpec(i, label_of(cls, p), cls, p) for i, (cls, p) in enumerate(specs) if cls.type in OPTIONAL]
 
 
-def run_ablation(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Progress = _noop) -> EvalRun:
+def run_ablation(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Progress = _noop,
+                 traffic: Optional[str] = None) -> EvalRun:
     """The full pipeline and the pipeline without each optional stage, as one eval run with ``ablation`` rows."""
     from ragcost.evaluate.intervals import attach, resampler
     from ragcost.evaluate.metrics import exact_kth
@@ -83,7 +84,7 @@ def run_ablation(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Prog
         if not optional:
             raise ConfigError(f"--ablate: {ls.pipeline_path}: no optional stage to remove (stages: {names}); add a "
                               "rerank (e.g. {type: rerank, backend: hybrid}), guard, cache or route stage, or drop --ablate")
-        run, ev, _ = _prepare(ls, pipe, cache_dir, progress)
+        run, ev, _ = _prepare(ls, pipe, cache_dir, progress, traffic=traffic)
         if len(ev.qids) < MIN_QUERIES:
             raise ConfigError(f"--ablate: {ls.path}: {len(ev.qids)} judged queries; intervals need at least {MIN_QUERIES} "
                               "(raise --max-queries / max_queries, or judge more queries)")

@@ -198,6 +198,12 @@ def _bars(r: Any, q: str, x: Optional[str]) -> dict:
     return out
 
 
+def _priced_as(run: Any) -> str:
+    paths = sorted({r.path for r in run.ok()})
+    what = paths[0] if len(paths) == 1 else "; ".join(f"{r.name}: {r.path}" for r in run.ok())
+    return f"latency and $ are the path a served query takes ({what}), {(run.traffic or {}).get('label', '')}"
+
+
 def render(run: Any) -> str:
     """The whole report as one HTML string."""
     ok = run.ok()
@@ -212,7 +218,7 @@ def render(run: Any) -> str:
         label = f"{Path(r.index_file).stem} d{r.dim} {r.precision}"
         builds.setdefault(label, r.bytes_per_vector)
     metric_cols = [*run.metric_names, *(f"ann_recall@{k}" for k in run.k)]
-    head = ["config", *metric_cols, "p50 ms", "p95 ms", "p99 ms", "QPS 1", "QPS batch", "build s", "B/vector",
+    head = ["config", *metric_cols, "path p50 ms", "path p95 ms", "path p99 ms", "QPS path", "QPS search batch", "build s", "B/vector",
             "index MB", "$/1k queries", f"useful@{k0}", "$/useful", "front"]
     rows = []
     for r in sorted(ok, key=lambda r: -r.metrics.get(q, 0)):
@@ -240,6 +246,7 @@ td:first-child,th:first-child{{text-align:left;white-space:nowrap}} tr.front td{
 <p class="meta">dataset <b>{_esc(run.dataset)}</b>: {run.documents:,} documents, {run.chunks:,} chunks, {run.queries} judged queries;
 pipeline <b>{_esc(run.pipeline)}</b> (model dim {run.native_dim}); price book {_esc(run.price_book_version)};
 query embedding {run.query_embed_ms:.1f} ms/query; run {_esc(run.run_id or "(not recorded)")} at {_esc(run.started_at)}, {run.wall_seconds:.0f} s.</p>
+<p class="meta">Priced as served: {_esc(_priced_as(run))}.</p>
 <p>Quality is <b>{_esc(q)}</b>. Pareto front over ({_esc(q)} &uarr;, $ per useful document &darr;, p95 latency &darr;).
 Recommendation (cheapest by $ per useful document within {run.within_pct:g}% of the best {_esc(q)}; with intervals: within
 by the interval of its quality relative to the best, and cheaper only where the saving is significant):

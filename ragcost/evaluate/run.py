@@ -1,12 +1,14 @@
 """Run an eval spec: embed once, build each index once, sweep its search parameters, measure, price.
 
-The runner measures around the VectorIndex interface (ann-benchmarks style): per-query wall time
-of a single-query search (p50/p95/p99, QPS), one batch search (batch QPS), build seconds and
+The runner measures around the VectorIndex interface (ann-benchmarks style): per-query CPU and wall time
+of a single-query search, one batch search (batch QPS), build seconds and
 bytes. Retrieval is per document: chunks are fetched ``fetch_multiplier`` x deeper than the
 documents wanted and collapsed to each document's best chunk (searching wider when too few
-documents came back). Dollars come from ragcost.cost.compute and the pipeline's price book:
-the query's embedding share + its search time on the time resource + extra stages + amortised
-storage by the one formula (``ragcost.cost.storage``: the index, the float32 copy unless it holds it).
+documents came back). Dollars and latency are the configuration priced as served
+(``ragcost.evaluate.served``): the pipeline's whole query path at the traffic it will see
+(``ragcost.evaluate.traffic``), priced by ragcost.cost.compute from the pipeline's book, plus amortised
+storage by the one formula (``ragcost.cost.storage``: the index, the float32 copy unless it holds it, and
+what the path keeps besides). `eval --ablate` prices the query embedding, the timed search and the stages.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ class ConfigResult:
     calibration: Optional[dict[str, Any]] = None  # the useful-score threshold fitted on the qrels (evaluate.calibrate)
     expected: Optional[dict[str, Any]] = None  # the expected-useful judge fitted on the qrels, with held-out quality (evaluate.expected)
     ci: dict[str, list[float]] = field(default_factory=dict)  # figure -> [lo, hi], bootstrap over queries (evaluate.intervals)
+    path: str = "query embedding + search"  # what the $ and latency columns include (evaluate.served.describe)
     timing_noise: float = 0.0  # relative spread (max - min) / median of the repeated timing rounds' search CPU
     # per query, in the run's query order: each metric, "useful" and "usd" (not in --json; the ledger keeps the quality's)
     per_query: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -113,6 +116,7 @@ class EvalRun:
     query_ids: list[str] = field(default_factory=list, repr=False)  # the order of every result's per_query values
     intervals: dict[str, Any] = field(default_factory=dict)  # how the intervals were made (resamples, seed, level, note)
     ablation: list[dict[str, Any]] = field(default_factory=list)  # `eval --ablate`: per optional stage removed (evaluate.ablate)
+    traffic: dict[str, Any] = field(default_factory=dict)  # the traffic the dollars are priced at (evaluate.traffic)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -135,12 +139,14 @@ def _noop(task: str, done: int, total: Optional[int]) -> None:
 
 
 def run_eval(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Progress = _noop,
-             ray_address: Optional[str] = None, half: Optional[tuple[str, int]] = None) -> EvalRun:
+             ray_address: Optional[str] = None, half: Optional[tuple[str, int]] = None,
+             traffic: Optional[str] = None) -> EvalRun:
     """Everything `ragcost eval SPEC` measures, as data (nothing printed, nothing written but the caches).
 
     ``ray_address``: embed the corpus on that Ray cluster, whatever the pipeline's executor says.
     ``half``: (``fit`` or ``test``, seed): only that seeded half of the judged queries
     (:func:`ragcost.evaluate.expected.split_queries`), to fit a judge on one half and test it on the other.
+    ``traffic``: one, serve or a batch size (:mod:`ragcost.evaluate.traffic`); None: the pipeline's.
     """
     from ragcost.evaluate.pareto import mark
     from ragcost.evaluate.grid import merge_variant, variants
@@ -157,7 +163,7 @@ def run_eval(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Progress
     try:
         vs = variants(ls.spec, pipe)
         for v in vs:  # one corpus embedding per (embedder, chunking)
-            vrun, ev, candidates = _prepare(ls, v.pipe, cache_dir, progress, half)
+            vrun, ev, candidates = _prepare(ls, v.pipe, cache_dir, progress, half, traffic)
             _measure_all(vrun, ev, candidates, progress)
             run = merge_variant(run, vrun, v)
         assert run is not None
@@ -178,11 +184,15 @@ def run_eval(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Progress
 
 
 def _prepare(ls: LoadedSpec, pipe: Any, cache_dir: Path, progress: Progress,
-             half: Optional[tuple[str, int]] = None) -> tuple[EvalRun, "_Evaluator", list[Candidate]]:
+             half: Optional[tuple[str, int]] = None,
+             traffic: Optional[str] = None) -> tuple[EvalRun, "_Evaluator", list[Candidate]]:
     """Embed (or read from cache) the corpus and the queries; expand the grid; the run's header."""
     from ragcost.evaluate.datasets import check_files, load_dataset
 
+    from ragcost.evaluate.traffic import resolve
+
     spec, book = ls.spec, pipe.price_book
+    shape = resolve(pipe, traffic)  # a bad --traffic is refused before any model loads
     check_files(ls.dataset_path)
     progress("loading model", 0, None)
     pipe.embedder.warm_up()
@@ -200,7 +210,7 @@ def _prepare(ls: LoadedSpec, pipe: Any, cache_dir: Path, progress: Progress,
 
         qrels = binary(qrels)
     progress("embedding queries", 0, len(queries))
-    qv = embed_queries(pipe, queries, ls.dataset_path, cache_dir)
+    qv = embed_queries(pipe, queries, ls.dataset_path, cache_dir, batch=shape.batch)
     progress("embedding queries", len(queries), len(queries))
     native = int(corpus.vectors.shape[1])
     candidates, skipped = expand(ls, native, min(pipe.dim, native))
@@ -213,10 +223,11 @@ def _prepare(ls: LoadedSpec, pipe: Any, cache_dir: Path, progress: Progress,
         price_book_version=str(book.version), store_url=pipe.config.store_url,
         started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         warnings=ds.problems.lines() + [f"skipped input: {s}" for s in corpus.summary.report.skipped[:3]],
-        query_ids=list(queries),
+        query_ids=list(queries), traffic=shape.to_dict(),
     )
     run.results.extend(ConfigResult(s.name, status="skipped", reason=s.reason) for s in skipped)
     ev = _Evaluator(ls, pipe, book, corpus, qv, queries, qrels)
+    ev.traffic_batch = shape.batch
     ev.half = f"{half[0]} half, seed {half[1]}" if half else None
     return run, ev, candidates
 
@@ -292,6 +303,9 @@ class _Evaluator:
         # Δ$ is the removed stage's alone, not the search's run-to-run noise
         self.reuse_retrieval = False
         self.retrievals: dict[tuple, tuple] = {}
+        self.traffic_batch = 1  # queries per call when served (evaluate.traffic)
+        self._store_bytes: Optional[int] = None
+        self._sentence_bytes: Optional[int] = None
 
     def vectors_at(self, dim: int) -> np.ndarray:
         from ragcost.embed.reduce import truncate
@@ -380,7 +394,14 @@ class _Evaluator:
         means, per = evaluate({q: d[:max(spec.k)] for q, d in ranked.items()}, self.qrels, spec.metric_names())
         r.metrics = {**means, **r.metrics}
         r.per_query = {m: np.array([v.get(q, 0.0) for q in self.qids]) for m, v in per.items()}
-        self._price(r, c, index, ranked, search_lat, cpu, stage_s, extra_records)
+        served = None
+        if not self.reuse_retrieval:  # `eval --ablate` prices its variants on one timed retrieval (evaluate.ablate)
+            from ragcost.evaluate.served import measure as measure_served
+
+            served = measure_served(self, c, index, self.ls.stages.get(c.entry) if c.rerank else None, self.traffic_batch)
+            r.warnings += [f"not priced: {x}" for x in served.skipped]
+            lat = served.seconds  # the whole path a served query waits for, its embedding included
+        self._price(r, c, index, ranked, search_lat, cpu, stage_s, extra_records, served)
         final_scores = self._stage_runner().last_scores if stage else self._scores_of(got)
         r.calibration = self._calibrate(ranked, final_scores).to_dict()
         self._fit_expected(r, c, ranked, final_scores)
@@ -424,8 +445,10 @@ class _Evaluator:
             r.metrics[f"ann_recall@{k}"] = ann_recall(found, kth[k], k, len(self.corpus.doc_ids))
 
     def _price(self, r: ConfigResult, c: Candidate, index: Any, ranked: dict, search_lat: np.ndarray, search_cpu: np.ndarray,
-               stage_s: np.ndarray, extra_records: list[UsageRecord]) -> None:
-        """Useful documents by the qrels and every dollar: query embedding, search, extra stages, storage."""
+               stage_s: np.ndarray, extra_records: list[UsageRecord], served: Any = None) -> None:
+        """Useful documents by the qrels and every dollar: query embedding, then the served path (the pipeline's
+        stages at the traffic's batch size, evaluate.served) or, without one, the timed search and extra stages;
+        storage."""
         from ragcost.cost.compute import cost_of, storage_cost_per_query
         from ragcost.cost.storage import holds_float32, storage_bytes
         from ragcost.cost.useful import QrelsJudge, cost_per_useful
@@ -436,18 +459,19 @@ class _Evaluator:
         r.useful = int(useful.sum())
         nq = len(self.qids)
         emb_res = self.pipe.config.embed.resource or self.pipe.config.resource
-        records = [
-            UsageRecord(stage="embed", resource=emb_res, wall_seconds=float(self.qv.seconds[:nq].sum()), items=nq,
-                        cpu_seconds=self.qv.cpu_seconds(nq),
-                        input_tokens=int(self.qv.tokens[:nq].sum()), cached_input_tokens=0),
-            UsageRecord(stage="retrieve", resource=self.pipe.config.resource, wall_seconds=float(search_lat.sum()), items=nq,
-                        cpu_seconds=float(search_cpu.sum())),
-            *extra_records,
-        ]
+        embed = UsageRecord(stage="embed", resource=emb_res, wall_seconds=float(self.qv.seconds[:nq].sum()), items=nq,
+                            cpu_seconds=self.qv.cpu_seconds(nq),
+                            input_tokens=int(self.qv.tokens[:nq].sum()), cached_input_tokens=0)
+        if served is not None:
+            records = [embed, *served.records]  # the embed priced by the query set's one measurement (evaluate.served)
+        else:
+            records = [embed, UsageRecord(stage="retrieve", resource=self.pipe.config.resource, wall_seconds=float(search_lat.sum()),
+                                          items=nq, cpu_seconds=float(search_cpu.sum())), *extra_records]
         r.index_bytes = int(index.nbytes())
         n = len(self.corpus.labels)
         held = holds_float32(c.index_config.backend, c.index_config.kind, c.precision)
-        per_query_storage = storage_cost_per_query(*storage_bytes(r.index_bytes, n, c.dim, holds_vectors=held), self.book)
+        extra = {} if served is None else {"bm25_bytes": served.extra_storage_bytes, "store_bytes": self.store_bytes()}
+        per_query_storage = storage_cost_per_query(*storage_bytes(r.index_bytes, n, c.dim, holds_vectors=held, **extra), self.book)
         r.total_usd = sum(cost_of(x, self.book) for x in records) + per_query_storage * nq
         r.queries = nq
         r.usd_per_1k_queries = r.total_usd / nq * 1000 if nq else 0.0
@@ -455,12 +479,34 @@ class _Evaluator:
         r.bytes_per_vector = r.index_bytes / n if n else 0.0
         r.stages = stage_costs(records, self.book, r.total_usd - sum(cost_of(x, self.book) for x in records), r.useful)
         # each stage's dollars spread over the queries by their share of its measured work
-        shares = {"embed": self.qv.seconds[:nq], "retrieve": search_cpu}
+        embed_work = self.qv.cpu[:nq] if self.qv.cpu is not None else self.qv.seconds[:nq]
+        shares = {"embed": embed_work, "retrieve": search_cpu}
         per_q = np.full(nq, per_query_storage)
+        if served is not None:  # the served path's dollars are already each query's own part of its calls
+            from ragcost.evaluate.served import describe
+
+            r.path = describe(served)
+            per_q += served.usd
+            records = [embed]
         for x in records:
             w = np.asarray(shares.get(x.stage, stage_s), float)
             per_q += cost_of(x, self.book) * (w / w.sum() if w.sum() > 0 else np.full(nq, 1.0 / nq))
         r.per_query["useful"], r.per_query["usd"] = useful, per_q
+
+    def store_bytes(self) -> int:
+        """The eval cache store's tables (the served path reads chunk texts from them), measured once."""
+        if self._store_bytes is None:
+            self._store_bytes = self.corpus.pipeline.store_bytes()
+        return self._store_bytes
+
+    def sentence_bytes(self) -> int:
+        """What the grounded check's index-time sentence vectors of this corpus take (measured once, not embedded)."""
+        if self._sentence_bytes is None:
+            from ragcost.guards.sentence_vectors import expected_bytes
+
+            labels, texts = self.corpus.pipeline.store().chunk_column("text")
+            self._sentence_bytes = expected_bytes(np.asarray(labels, np.int64), list(texts), int(self.corpus.vectors.shape[1]))
+        return self._sentence_bytes
 
     def _scores_of(self, got: list) -> dict[str, dict[str, float]]:
         """Per query, each retrieved document's score (its best chunk's), as the retrieve stage gives it."""

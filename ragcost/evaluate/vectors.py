@@ -9,11 +9,14 @@ query's text, with the tokens that price them.
 
 What embedding the evaluated queries costs is measured the way ``ragcost query`` measures it: the
 pipeline's embed stage through the runner (its CPU meter, the stage's tokenizer count), over the
-evaluated queries in batches of ``embed.batch_size``, whole rounds (at least three, and on until they
+evaluated queries in calls of the traffic's batch size (one at a time by default, as the book's declared
+traffic arrives: :mod:`ragcost.evaluate.traffic`), whole rounds (at least three, and on until they
 span five seconds, at most nine), each batch its median round (the warm cost a served pipeline pays; a
-first round builds torch's kernels for each new input shape). The measurement is
+first round builds torch's kernels for each new input shape). A batch's CPU and wall seconds are split
+over its queries by each one's work (its tokens plus the call's fixed part, as the runner splits a
+served batch), so the per-query figures sum to the batch's. The measurement is
 kept in ``<dataset>-<fingerprint12>.query-cpu.json`` under a key of the query set and of the
-conditions it depends on (thread policy, torch threads, CPUs, the embed config, the meter): rerun
+conditions it depends on (thread policy, torch threads, CPUs, the embed config, the batch size, the meter): rerun
 under the same conditions it is reused (every chunking of a grid prices the same seconds); under
 other conditions, or for another query set, it is measured again, never carried over.
 """
@@ -27,7 +30,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from time import perf_counter, process_time
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -127,8 +130,10 @@ def _text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
-def embed_queries(pipe: Pipeline, queries: dict[str, str], dataset: Path, cache_dir: Path = DEFAULT_CACHE) -> QueryVectors:
-    """Vectors of ``queries`` (id -> text), from the cache where the text is unchanged, else embedded in batches."""
+def embed_queries(pipe: Pipeline, queries: dict[str, str], dataset: Path, cache_dir: Path = DEFAULT_CACHE,
+                  batch: int = 1) -> QueryVectors:
+    """Vectors of ``queries`` (id -> text), from the cache where the text is unchanged, else embedded in batches;
+    their cost measured in calls of ``batch`` queries (the traffic they are priced at, :mod:`ragcost.evaluate.traffic`)."""
     emb = pipe.embedder
     # keyed by the embedder alone: queries are not chunked, so every chunking of the grid prices the same
     # query vectors and embedding seconds (a re-timed copy per chunking would make its dollars differ by noise)
@@ -163,38 +168,42 @@ def embed_queries(pipe: Pipeline, queries: dict[str, str], dataset: Path, cache_
                  seconds=np.array([cached[q][2] for q in keys]), tokens=np.array([cached[q][3] for q in keys]),
                  cpu=np.array([cached[q][4] for q in keys]))
         tmp.replace(path)
-    seconds, cpu = query_cpu(pipe, ids, [queries[q] for q in ids], dataset, cache_dir)
+    seconds, cpu = query_cpu(pipe, ids, [queries[q] for q in ids], dataset, cache_dir, batch)
     return QueryVectors(
         ids, np.vstack([cached[q][1] for q in ids]).astype(np.float32),
         seconds, np.array([cached[q][3] for q in ids]), len(todo), cpu)
 
 
-MEASURE_VERSION = 4  # 1: process CPU of emb.embed, each query its batch's share of whichever set was embedded first;
+MEASURE_VERSION = 5  # 1: process CPU of emb.embed, each query its batch's share of whichever set was embedded first;
 # 2: one timed round after one untimed batch (a batch of a new shape paid torch's kernel build);
-# 3: three whole rounds, each batch its median round; 4: rounds on until they span MEASURE_SPAN_S
+# 3: three whole rounds, each batch its median round; 4: rounds on until they span MEASURE_SPAN_S;
+# 5: calls of the traffic's batch size, each batch's CPU split over its queries by their work (4 gave a batch's
+# whole CPU to its first query)
 MEASURE_ROUNDS = 3  # at least this many timed rounds over every batch; a batch's figure is its median round
 MEASURE_SPAN_S = 5.0  # ...and more rounds until they span this long: a slow spell of the machine outlasts a round
 MEASURE_MAX_ROUNDS = 9
 KEEP_MEASUREMENTS = 16
 
 
-def measure_conditions(pipe: Pipeline) -> dict:
+def measure_conditions(pipe: Pipeline, batch: int = 1) -> dict:
     """What a query-embedding CPU figure depends on besides the texts; one measured under others is measured again."""
     from ragcost.runtime.cpu import METER
 
     torch = sys.modules.get("torch")  # loaded by the embedder's warm_up when it is a torch model
-    return {"version": MEASURE_VERSION, "embed": pipe.config.embed.model_dump(mode="json"),
+    return {"version": MEASURE_VERSION, "embed": pipe.config.embed.model_dump(mode="json"), "batch": batch,
             "per_thread_meter": METER.per_thread, "cpus": os.cpu_count(),
             "torch_threads": torch.get_num_threads() if torch is not None else None,
             "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
             "RAGCOST_TORCH_THREADS": os.environ.get("RAGCOST_TORCH_THREADS")}
 
 
-def query_cpu(pipe: Pipeline, ids: list[str], texts: list[str], dataset: Path, cache_dir: Path) -> tuple[np.ndarray, np.ndarray]:
-    """(wall, CPU) seconds per query of embedding exactly these queries as ``ragcost query`` does; reused only
-    when measured for the same queries under the same conditions."""
+def query_cpu(pipe: Pipeline, ids: list[str], texts: list[str], dataset: Path, cache_dir: Path,
+              batch: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(wall, CPU) seconds per query of embedding exactly these queries as ``ragcost query`` does, in calls of
+    ``batch`` queries, each call's seconds split over its queries by their work (summing to the call's);
+    reused only when measured for the same queries under the same conditions."""
     path = cache_dir / f"{dataset.name}-{pipe.embedder.fingerprint()[:12]}.query-cpu.json"
-    cond = measure_conditions(pipe)
+    cond = measure_conditions(pipe, batch)
     key = hashlib.sha256(json.dumps([cond, [_text_hash(t) for t in texts]], sort_keys=True).encode()).hexdigest()[:20]
     book: dict = {}
     if path.is_file():
@@ -205,8 +214,8 @@ def query_cpu(pipe: Pipeline, ids: list[str], texts: list[str], dataset: Path, c
     got = book.get(key)
     if isinstance(got, dict) and len(got.get("cpu") or []) == len(ids) and got.get("conditions") == cond:
         return np.asarray(got["seconds"], float), np.asarray(got["cpu"], float)
-    seconds, cpu = _measure(pipe, ids, texts)
-    book[key] = {"conditions": cond, "queries": len(ids), "seconds": seconds.tolist(), "cpu": cpu.tolist()}
+    seconds, cpu, batches = _measure(pipe, ids, texts, batch)
+    book[key] = {"conditions": cond, "queries": len(ids), "seconds": seconds.tolist(), "cpu": cpu.tolist(), "batches": batches}
     book = dict(list(book.items())[-KEEP_MEASUREMENTS:])
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp.json")
@@ -215,10 +224,11 @@ def query_cpu(pipe: Pipeline, ids: list[str], texts: list[str], dataset: Path, c
     return seconds, cpu
 
 
-def _measure(pipe: Pipeline, ids: list[str], texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """The pipeline's embed stage over the queries in batches of embed.batch_size, timed by the runner:
+def _measure(pipe: Pipeline, ids: list[str], texts: list[str], bs: int = 1) -> tuple[np.ndarray, np.ndarray, list[dict]]:
+    """The pipeline's embed stage over the queries in calls of ``bs`` queries, timed by the runner:
     whole rounds over every batch, at least MEASURE_ROUNDS and on until they span MEASURE_SPAN_S (at most
-    MEASURE_MAX_ROUNDS), each batch its median round.
+    MEASURE_MAX_ROUNDS), each batch its median round, split over its queries by :func:`_shares` (so they sum to
+    the batch's). Returns per query (wall, CPU) and per batch its queries, CPU and wall.
 
     Why a span: on the 2-core VM a round over 112 Cranfield queries takes 0.8 s, and the machine has slow
     spells of 1-3 s in which every round costs 20-40% more CPU (a 60 s trace of one 64-query batch: p10
@@ -238,11 +248,10 @@ def _measure(pipe: Pipeline, ids: list[str], texts: list[str]) -> tuple[np.ndarr
     stage = EmbedQueries(EmbedQueries.Params(resource=pipe.config.embed.resource), pipe)
     stage.warm_up()
     runner = Runner([stage], pipe.price_book)
-    bs = pipe.config.embed.batch_size
     batch = lambda lo: [QueryState(text=t, id=q) for q, t in zip(ids[lo:lo + bs], texts[lo:lo + bs])]  # noqa: E731
     starts = list(range(0, len(ids), bs))
     wall, cpu = np.zeros((MEASURE_MAX_ROUNDS, len(starts))), np.zeros((MEASURE_MAX_ROUNDS, len(starts)))
-    sizes = [0] * len(starts)
+    shares: list[np.ndarray] = [np.ones(1)] * len(starts)
     rounds, t0 = 0, perf_counter()
 
     def more() -> bool:  # an odd count, so the median is a round (MEASURE_ROUNDS and MEASURE_MAX_ROUNDS are odd)
@@ -252,16 +261,37 @@ def _measure(pipe: Pipeline, ids: list[str], texts: list[str]) -> tuple[np.ndarr
 
     while more():
         for b, lo in enumerate(starts):
-            rec = runner.run(batch(lo)).calls[0].record
-            sizes[b] = rec.items
+            states = batch(lo)
+            res = runner.run(states)
+            rec = res.calls[0].record  # a split call's records each carry the call's CPU and wall once
+            shares[b] = _shares(res, states, pipe)
             wall[rounds, b] = rec.wall_seconds
             cpu[rounds, b] = rec.cpu_seconds if rec.cpu_seconds is not None else rec.wall_seconds
         rounds += 1
     wall, cpu = wall[:rounds], cpu[:rounds]
     w_out, c_out = np.zeros(len(ids)), np.zeros(len(ids))
+    batches = []
     for b, lo in enumerate(starts):
-        n = sizes[b]
+        share = shares[b]
         pick = int(np.argsort(cpu[:, b])[rounds // 2])  # the median round; its wall beside its CPU
-        w_out[lo:lo + n] = wall[pick, b] / n
-        c_out[lo:lo + n] = cpu[pick, b] / n
-    return w_out, c_out
+        w_out[lo:lo + len(share)] = wall[pick, b] * share
+        c_out[lo:lo + len(share)] = cpu[pick, b] * share
+        batches.append({"queries": len(share), "cpu": float(cpu[pick, b]), "wall": float(wall[pick, b])})
+    return w_out, c_out, batches
+
+
+def _shares(res: Any, states: list, pipe: Pipeline) -> np.ndarray:
+    """Each query's part of its batch call, summing to 1: the runner's split by work where the stage said
+    what each query made it do (an embed's tokens plus the call's fixed part), else by tokens alone
+    (an embedder with no measured fixed part), evenly only when no query has a token."""
+    n = len(states)
+    if n == 1:
+        return np.ones(1)
+    own = {id(c.query): c.record.busy_share for c in res.calls if c.query is not None and c.record.busy_share is not None}
+    if len(own) == n:
+        share = np.array([own[id(s)] for s in states], float)
+    else:
+        emb = pipe.embedder
+        share = np.array([min(t, emb.max_tokens) for t in emb.count_tokens([s.text for s in states])], float)
+    total = share.sum()
+    return share / total if total > 0 else np.full(n, 1.0 / n)

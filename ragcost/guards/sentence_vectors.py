@@ -142,6 +142,13 @@ def split_chunks(labels: np.ndarray, texts: list[str]) -> tuple[np.ndarray, list
     return r, sents, np.array(chunks, np.int64).reshape(-1, 2)
 
 
+def expected_bytes(labels: np.ndarray, texts: list[str], dim: int) -> int:
+    """The bytes `ragcost index` would write for these chunks' sentences, without embedding them (eval prices the
+    folder a served pipeline keeps): float32 vectors, int64 rows, uint64 hashes and chunk pairs."""
+    rows, _, chunks = split_chunks(labels, texts)
+    return int(rows.nbytes + len(rows) * (4 * dim + 8) + chunks.nbytes)
+
+
 def embed_sorted(embedder, texts: list[str], batch: int = EMBED_BATCH) -> np.ndarray:
     """Vectors of ``texts`` in their order, embedded shortest first so a batch pads to its own length."""
     if not texts:

@@ -140,3 +140,18 @@ def test_bootstrap_reports_the_time_the_work_and_the_gap_to_scipy(capsys):
     out = printed(capsys)
     assert out["benchmark"] == "bootstrap" and out["work"] == {"intervals": 5, "paired_with_p": 4, "cost_ratio_intervals": 5}
     assert set(out["pass"]) == {"wall_lt_5s", "ends_within_10pct_of_width_of_scipy"} and out["seconds"]["wall"] > 0
+
+
+def test_eval_served_makes_a_beir_folder_of_the_quickstart_corpus_and_its_questions(tmp_path):
+    from pydoc_data.topics import topics
+
+    from bench import eval_served
+    from ragcost.evaluate.datasets import load_dataset
+
+    data, questions = eval_served.make_dataset(tmp_path, 5)
+    ds = load_dataset(data, sorted(topics))
+    asked = [json.loads(x)["_id"] for x in questions.read_text().splitlines()]
+    assert list(ds.queries) == asked and len(asked) == 5  # the same questions both ways
+    assert all(ds.qrels[q] for q in asked) and not ds.problems.lines()
+    spec = eval_served.write_spec(tmp_path, data).read_text()
+    assert "quickstart.yaml" in spec and "hnsw-m16.yaml" in spec  # the pipeline's own index file

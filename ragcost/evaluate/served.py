@@ -1,0 +1,152 @@
+"""Price a configuration as it will be served: the pipeline's whole query path, at the traffic it will see.
+
+eval judges quality on its own ranking (:mod:`ragcost.evaluate.run`); what serving a configuration costs is
+the path each query takes through the pipeline. So the dollars and the latency of a configuration are:
+
+- the pipeline's stages -- the query's embedding, retrieval on the index under test with its store read,
+  re-ranking, guards, generation -- run in order by the same runner as `ragcost query`, in calls of the
+  traffic's batch size (:mod:`ragcost.evaluate.traffic`), on the eval cache's store, each batch call split
+  over its queries by their work where the stage says it (an embed's tokens), and
+- the CPU spent between those stage calls (the ``overhead`` row `ragcost query` charges too: torch's
+  threads spinning after an embed are in it).
+
+The embedding runs inside the path, not apart: a stage after an embed call costs 10-15% more CPU than the
+same stage run alone (caches, threads waking; the quickstart's retrieve: 6.2-6.7 ms after an embed, 5.4-5.7
+alone), and torch's threads spin into the overhead row; with the path run without it eval priced 0.82x of
+`ragcost query` (``bench.eval_served``). The embed call's own dollars, though, are the query set's one
+measurement at the traffic's batch size (:func:`ragcost.evaluate.vectors.query_cpu`), shared by every
+configuration: re-timed per configuration, its noise would make configurations differ in dollars by the
+embedding, which none of them changes (and tune's lower bound, the embedding plus the index's storage,
+stays below every configuration's price). Its wall seconds are in each query's latency.
+
+A grid entry's own ``rerank`` takes the place of the pipeline's re-rank stages; a pipeline with no retrieve
+stage is priced with a plain one (``k`` = the spec's largest; an entry's ``candidates`` when it re-ranks). A stage eval cannot run here (a cache or a
+route, whose answers depend on traffic eval does not replay; a generator whose server does not answer) is
+left out and named in the run's warnings, and the columns say what they include. Storage is the one formula
+`ragcost query` charges (:func:`ragcost.cost.storage.storage_bytes`): the index, its float32 copy, a hybrid
+stage's BM25 folder, the grounded check's index-time sentence vectors (their size, from the chunks' sentences)
+and the store's tables. One untimed pass warms
+every stage (BM25 built, sentence vectors embedded once, as a served process has them), then ``ROUNDS``
+timed passes: the dollars are the pass of median total, each query's latency its median over the passes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+
+from ragcost.records import QueryState, UsageRecord
+
+ROUNDS = 3
+EMBED = "embed"
+NOT_RUN = {"cache": "a cache's hits depend on repeated traffic eval does not replay",
+           "route": "a route picks a generate target eval does not judge"}
+
+
+@dataclass
+class Served:
+    """One configuration's query path after the embedding, per query in the run's order."""
+
+    usd: np.ndarray  # each query's dollars: its part of every stage call after the embed it used, and of the overhead
+    seconds: np.ndarray  # each query's wall seconds in the calls that served it, the embed's included (median over the rounds)
+    records: list[UsageRecord]  # the median round's records but the embed's (the overhead row included)
+    stages: list[str]  # the stages priced, in order
+    skipped: list[str] = field(default_factory=list)  # "stage: why" for each one left out
+    extra_storage_bytes: int = 0  # what the served stages keep besides the index: BM25 folders, sentence vectors
+
+
+def stage_list(ev: Any, c: Any, extra: Any) -> tuple[list[tuple[type, Any]], list[str]]:
+    """The (class, params) the served path runs after the embedding, and the stages left out (with why)."""
+    import ragcost.stages  # noqa: F401  (registers the built-in stages)
+    from ragcost.stages.base import stage_registry
+
+    specs = list(ev.pipe.loaded.stage_specs)
+    skipped = [f"{cls.type}: {NOT_RUN[cls.type]}" for cls, _ in specs if cls.type in NOT_RUN]
+    specs = [(cls, p) for cls, p in specs if cls.type not in NOT_RUN]
+    if extra:  # the grid entry's re-rank in place of the pipeline's
+        at = next((i for i, (cls, _) in enumerate(specs) if cls.type == "rerank"), None)
+        specs = [(cls, p) for cls, p in specs if cls.type != "rerank"]
+        if at is None:
+            at = next((i + 1 for i, (cls, _) in enumerate(specs) if cls.type == "retrieve"), len(specs))
+        specs.insert(at, extra)
+    if not any(cls.type == "retrieve" for cls, _ in specs):
+        cls = stage_registry.get("retrieve")
+        specs.insert(0, (cls, cls.Params(k=max(ev.spec.k))))
+    if extra and c.candidates:  # the entry re-ranks this many retrieved documents: served, the retrieve stage fetches them
+        specs = [(cls, p.model_copy(update={"k": c.candidates}) if cls.type == "retrieve" else p) for cls, p in specs]
+    return specs, skipped
+
+
+def measure(ev: Any, c: Any, index: Any, extra: Any, batch: int) -> Served:
+    """The served path of candidate ``c`` on ``index`` over ``ev``'s queries, in calls of ``batch`` queries."""
+    from ragcost.evaluate.stages import StageRunner
+    from ragcost.runtime.cpu import METER
+    from ragcost.runtime.runner import Runner, overhead_call
+    from ragcost.guards.grounded import wants_index_sentences
+    from ragcost.stages.guard import GuardStage
+    from ragcost.stages.rerank.hybrid import Hybrid
+    from ragcost.stages.embed import EmbedQueries
+    from ragcost.stages.rerank.stage import Rerank
+
+    specs, skipped = stage_list(ev, c, extra)
+    sr: StageRunner = ev._stage_runner()
+    ctx = sr._context(c, index)
+    built: list = [EmbedQueries(EmbedQueries.Params(resource=ev.pipe.config.embed.resource), ctx)]
+    for cls, params in specs:
+        st = cls(params, ctx)
+        try:
+            st.warm_up()
+        except Exception as e:  # a generator whose server is down: priced without it, and said so
+            skipped.append(f"{getattr(st, 'name', cls.type)}: not measured ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+            continue
+        built.append(st)
+    runner = Runner(built, ev.book)
+    k = next((p.k for cls, p in specs if cls.type == "retrieve"), max(ev.spec.k))
+    resource = ev.pipe.config.resource
+    METER.own_thread()  # the thread that runs the queries: its CPU between calls is the overhead row's
+
+    def states() -> list[QueryState]:
+        return [QueryState(text=text, id=q, k=k) for q, text in ev.queries.items()]
+
+    def one_pass() -> tuple[np.ndarray, np.ndarray, list[UsageRecord]]:
+        ss = states()
+        pos = {id(s): i for i, s in enumerate(ss)}
+        usd, secs, records = np.zeros(len(ss)), np.zeros(len(ss)), []
+        METER.claim_overhead()  # what ran before this pass is no query's
+        for lo in range(0, len(ss), batch):
+            part = ss[lo:lo + batch]
+            res = runner.run(part)
+            over = overhead_call(part, resource, ev.book)
+            if over is not None:
+                res.calls.append(over)
+            for call in res.calls:
+                mine = [call.query] if call.query is not None else call.served
+                priced = call.record.stage != EMBED  # the embedding's dollars: the one shared measurement (above)
+                if priced:
+                    records.append(call.record)
+                for s in mine:
+                    if priced:
+                        usd[pos[id(s)]] += call.cost_usd / (1 if call.query is not None else len(mine))
+                    if call.record.calls:
+                        secs[pos[id(s)]] += call.record.wall_seconds
+        # one record per busy period for the latency and the stage table: split records each carry the period's wall
+        return usd, secs, records
+
+    one_pass()  # warm: BM25 built, torch's kernels, the grounded check's sentence vectors
+    rounds = [one_pass() for _ in range(ROUNDS)]
+    pick = sorted(range(ROUNDS), key=lambda i: rounds[i][0].sum())[ROUNDS // 2]
+    usd, _, records = rounds[pick]
+    seconds = np.median(np.vstack([r[1] for r in rounds]), axis=0)
+    kept = sum(st.backend.index_bytes() for st in built if isinstance(st, Rerank) and isinstance(st.backend, Hybrid))
+    if any(isinstance(st, GuardStage) and wants_index_sentences(st.params.checks) for st in built):
+        kept += ev.sentence_bytes()  # the grounded check's index-time sentence vectors, as `ragcost index` keeps them
+    return Served(usd, seconds, records, [getattr(st, "name", st.type) for st in built], skipped, int(kept))
+
+
+def describe(served: Optional[Served]) -> str:
+    """What a priced column includes, for the terminal and --json."""
+    if served is None:
+        return "query embedding + search"
+    return " + ".join([*served.stages, "overhead"])
