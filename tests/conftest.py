@@ -240,6 +240,7 @@ def retrieved_states(pipe, texts: list[str], k: int = 3):
 # scheduler below groups by file name instead.) Without -n nothing changes.
 SHARED_RESOURCE_GROUPS = {  # heaviest first; within a group, in this order
     "eval-cache": ("tests/evaluate/test_cranfield.py", "tests/integration/test_scifact_flat.py",
+                   "tests/evaluate/test_power.py", "tests/evaluate/test_tune_agrees.py",  # read SciFact's cached vectors
                    "tests/evaluate/test_expected_heldout.py"),
     "ray-cluster": ("tests/runtime/test_ray_executor.py", "tests/runtime/test_shard_actors.py"),
     "quickstart-index": ("tests/runtime/test_useful_demo.py", "tests/runtime/test_quickstart.py",
