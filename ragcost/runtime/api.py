@@ -116,7 +116,9 @@ class Session:
     def _require_store(self) -> None:
         file = self.pipe.store_file
         if file is not None and not file.is_file():
-            raise StoreError(f"no store at {file}; run `ragcost index {self.pipe.path}` first")
+            from ragcost.runtime.load import no_store_message
+
+            raise StoreError(no_store_message(file, self.pipe.path))
 
     @property
     def name(self) -> str:

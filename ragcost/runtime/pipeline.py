@@ -147,7 +147,9 @@ class Pipeline:
         if not built and (file is None or not file.is_file()) and not deep:
             return None
         if file is not None and not file.is_file():
-            raise StoreError(f"no store at {file}; run `ragcost index {self.path}` first")
+            from ragcost.runtime.load import no_store_message
+
+            raise StoreError(no_store_message(file, self.path))
         store = open_store(self.config.store_url, self.config.name, self.config.fields, read_only=True)
         try:
             expected = self.index_fingerprint(store.revision())

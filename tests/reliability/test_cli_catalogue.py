@@ -123,6 +123,16 @@ def _default_store_elsewhere(ws: Workspace) -> None:
     ws.monkeypatch.chdir(ws.dir / "elsewhere")
 
 
+def _relative_store_run_elsewhere(ws: Workspace) -> None:
+    """A relative store, indexed beside the pipeline, then queried from another folder."""
+    ws.indexed("clean")
+    ws.pipeline(store="duckdb:///.ragcost/kb.duckdb")
+    (ws.dir / ".ragcost").mkdir(exist_ok=True)
+    (ws.dir / "kb.duckdb").rename(ws.dir / ".ragcost" / "kb.duckdb")
+    (ws.dir / "elsewhere").mkdir()
+    ws.monkeypatch.chdir(ws.dir / "elsewhere")
+
+
 USAGE = r"\(Usage: ragcost"
 Q = ("query", "{kb}")
 
@@ -194,8 +204,13 @@ CATALOGUE: list[Probe] = [
     # --- stores ---------------------------------------------------------------------------------
     Probe("query_before_index_creates_no_store", (*Q, "refund"), 1, r"no store at .*kb\.duckdb; run `ragcost index .*kb\.yaml` first",
           check=_absent("kb.duckdb")),
-    Probe("query_default_store_from_another_folder", (*Q, "refund"), 1, r"no store at \.ragcost/kb\.duckdb; run `ragcost index",
+    Probe("query_default_store_from_another_folder", (*Q, "refund"), 1,
+          r"no store at \.ragcost/kb\.duckdb \(a relative store: URL is read from the working directory, .*elsewhere, as "
+          r"index_dir: is; only the files a pipeline reads are looked for beside it\); run `ragcost index",
           setup=_default_store_elsewhere, check=_absent("elsewhere/.ragcost")),
+    Probe("query_from_another_folder_names_the_store_beside_the_pipeline", (*Q, "refund"), 1,
+          r"working directory, .*elsewhere.*; run `ragcost index .*kb\.yaml` first, or run from (?!.*elsewhere).*, where "
+          r".*\.ragcost/kb\.duckdb is$", setup=_relative_store_run_elsewhere, check=_absent("elsewhere/.ragcost")),
     # --- filters --------------------------------------------------------------------------------
     Probe("filter_not_json", (*Q, "q", "--filter", '{"year": '), 1, r"not valid JSON", setup=_indexed),
     Probe("filter_unknown_field", (*Q, "q", "--filter", '{"colour": "red"}'), 1, r"colour", setup=_indexed),
