@@ -133,6 +133,16 @@ def _relative_store_run_elsewhere(ws: Workspace) -> None:
     ws.monkeypatch.chdir(ws.dir / "elsewhere")
 
 
+def _eval_runs(ws: Workspace, n: int) -> None:
+    """A ledger l.duckdb holding ``n`` eval runs (and its tables)."""
+    from ragcost.cost.ledger import Ledger
+
+    ledger = Ledger(f"duckdb:///{ws.dir / 'l.duckdb'}")
+    for _ in range(n):
+        ledger.start_run("eval", "probe", None)
+    ledger.engine.dispose()
+
+
 USAGE = r"\(Usage: ragcost"
 Q = ("query", "{kb}")
 
@@ -254,6 +264,12 @@ CATALOGUE: list[Probe] = [
     Probe("report_empty_tenant", ("report", "{kb}", "--tenant", ""), 1, r"^error: --tenant is empty; give a name"),
     Probe("report_blank_pipeline", ("report", "--ledger", "duckdb:///x.duckdb", "--pipeline", " "), 1,
           r"^error: --pipeline is empty; give a name"),
+    Probe("eval_compare_previous_with_one_run", ("eval", "--compare", "previous", "last", "--ledger", "duckdb:///l.duckdb"), 1,
+          r"^error: --compare: 'previous' needs 2 recorded eval runs in the ledger, which has 1 \(\w{8}\); run `ragcost eval SPEC` again",
+          setup=lambda ws: _eval_runs(ws, 1)),
+    Probe("eval_compare_last_with_no_run", ("eval", "--compare", "last", "previous", "--ledger", "duckdb:///l.duckdb"), 1,
+          r"^error: --compare: 'last' needs 1 recorded eval run in the ledger, which has 0; run `ragcost eval SPEC` \(without",
+          setup=lambda ws: _eval_runs(ws, 0)),
     Probe("eval_negative_half_seed", ("eval", "spec.yaml", "--half", "fit", "--half-seed", "-1"), 2,
           r"Invalid value for '--half-seed': Input should be greater than or equal to 0"),
     # --- store URLs (issue 39, items 10 and 11): a DuckDB URL one slash short, passwords never printed ------
