@@ -20,7 +20,8 @@ from ragcost.errors import RagcostError
 log = logging.getLogger("ragcost.serve")
 
 TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
-         405: "invalid_request_error", 408: "timeout", 413: "invalid_request_error", 429: "rate_limit_error",
+         405: "invalid_request_error", 408: "timeout", 413: "invalid_request_error", 415: "invalid_request_error",
+         429: "rate_limit_error",
          499: "client_disconnected", 502: "server_error", 503: "service_unavailable", 504: "timeout"}
 # Phrases the storage engines use when the disk is full (DuckDB and PostgreSQL wrap the OS error in their own).
 DISK_FULL = ("no space left on device", "disk is full", "could not extend file", "database or disk is full")
