@@ -64,6 +64,12 @@ REFUSED = [
      "only allowed with stream: true"),
     ("k as true in chat", CHAT, _chat(k=True), 400, "k", "valid integer"),
     ("k as true in /v1/query", "/v1/query", {"text": "refund", "k": True}, 400, "k", "valid integer"),
+    # nothing to ask: it was run, billed and cached (NUL), or called a prompt injection (zero-width) (issue 39)
+    ("a NUL-only query", "/v1/query", {"text": "\u0000\u0000"}, 400, "text", "holds only NUL (U+0000) x 2, nothing to ask"),
+    ("a NUL-only chat message", CHAT, _chat(messages=[{"role": "user", "content": "\u0000"}]), 400, "messages",
+     "messages.0.content: holds only NUL (U+0000), nothing to ask"),
+    ("a zero-width-only chat message", CHAT, _chat(messages=[{"role": "user", "content": "\u200b\u200b\ufeff"}]), 400,
+     "messages", "holds only ZERO WIDTH SPACE (U+200B) x 2, ZERO WIDTH NO-BREAK SPACE (U+FEFF), nothing to ask"),
 ]
 
 
