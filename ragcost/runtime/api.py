@@ -149,6 +149,17 @@ class Session:
         return QueryState(text=text, id=id or uuid.uuid4().hex, k=self.default_k if k is None else k, filter=expr,
                           tenant=tenant)
 
+    def check_declared(self, filter: Optional[dict]) -> None:
+        """A filter checked against the pipeline's declared fields and the operators, without the store (an API key's
+        filter, when the keys are loaded): a FilterError names the field or operator."""
+        from ragcost.store.filters import compile_filter, parse_filter
+        from ragcost.store.sql_schema import Tables
+
+        expr = parse_filter(filter)
+        if expr is not None:
+            t = Tables(self.pipe.config.name, self.pipe.config.fields)
+            compile_filter(expr, self.pipe.config.fields, t.documents, t.values)
+
     def check_filter(self, expr: dict) -> None:
         """An unknown field or operator fails here, in one line, before the query joins a batch.
 

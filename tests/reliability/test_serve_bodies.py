@@ -177,6 +177,33 @@ def test_a_keys_file_with_a_duplicate_is_refused_at_start_in_one_line(dup_folder
     assert r.returncode == 1 and len(err.splitlines()) == 1 and words in err and "keys.json" in err, err
 
 
+# Entries that loaded, then failed later: a tenant given as a list stopped `serve` with a TypeError; a filter on an
+# undeclared field loaded and then answered every client of that key with a 400 about the key's own filter (issue 39).
+ENTRIES = [
+    ("a tenant given as a list", '{"k1xx": {"tenant": ["acme", "globex"]}}',
+     'the tenant of key k1xx... is ["acme", "globex"] (list); a tenant is one name'),
+    ("an empty tenant", '{"k1xx": {"tenant": " "}}', 'the tenant of key k1xx... is " " (str)'),
+    ("a filter on an undeclared field", '{"k1xx": {"tenant": "acme", "filter": {"colour": "red"}}}',
+     "the filter of key k1xx... (tenant 'acme'): unknown filter field 'colour'; declared fields: "),
+    ("a filter with an unknown operator", '{"k1xx": {"tenant": "acme", "filter": {"tenant": {"$near": "a"}}}}',
+     "the filter of key k1xx... (tenant 'acme'): unknown operator '$near'"),
+]
+
+
+@pytest.mark.parametrize("name,raw,words", ENTRIES, ids=[d[0] for d in ENTRIES])
+def test_a_keys_file_entry_that_cannot_work_is_refused_at_start_in_one_line(dup_folder, name, raw, words):
+    test_a_keys_file_with_a_duplicate_is_refused_at_start_in_one_line(dup_folder, name, raw, words)
+
+
+def test_a_key_filter_on_a_declared_field_still_loads(dup_folder):
+    from ragcost.serve.keys import load_keys
+    from ragcost.runtime.api import Session
+
+    (dup_folder / "keys.json").write_text('{"k1xx": {"tenant": "acme", "filter": {"tenant": "acme", "year": {"$gte": 2020}}}}')
+    check = Session(dup_folder / "kb.yaml", write_ledger=False).check_declared
+    assert load_keys("file:keys.json", dup_folder, "kb.yaml", check=check).tenants == ["acme"]
+
+
 def test_the_fixture_keys_still_load():
     from ragcost.serve.keys import parse_keys
 
