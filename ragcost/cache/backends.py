@@ -127,8 +127,10 @@ class SQLCache:
                 ddl_lock(conn, t)  # replicas opening one fresh PostgreSQL cache at once
                 md.create_all(conn, checkfirst=True)
         except Exception as e:
-            raise StoreError(f"cache store {shown(url)}: cannot open ({type(e).__name__}: {without_secrets(str(e).splitlines()[0], url) if str(e) else ''}); "
-                             "check the pipeline's store URL") from None
+            err = StoreError(f"cache store {shown(url)}: cannot open ({type(e).__name__}: "
+                             f"{without_secrets(str(e).splitlines()[0], url) if str(e) else ''}); check the pipeline's store URL")
+            err.orig = e  # the driver's error: a caller above the store can tell a held DuckDB lock by it
+            raise err from None
 
     def _rows(self, stmt) -> list[dict[str, Any]]:
         with self.engine.connect() as c:

@@ -259,7 +259,12 @@ class Cache(Stage):
         try:
             backend = open_backend(self.params.backend, url, collection)
             getattr(backend, "ping", lambda: None)()
-        except StoreError:
+        except StoreError as e:
+            from ragcost.store.sql_errors import held_message, is_locked
+
+            orig = getattr(e, "orig", None)
+            if orig is not None and is_locked(orig):  # DuckDB's lock text names only an executable and a PID
+                raise StoreError(held_message(url, orig, "cache store")) from None
             raise
         except Exception as e:  # noqa: BLE001 - the server is down or refuses us: one line, never a traceback
             raise StoreError(f"cache {shown(url)}: cannot reach it ({type(e).__name__}: "
