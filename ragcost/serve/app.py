@@ -20,12 +20,14 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ragcost.runtime.api import Answer
 from ragcost.serve.batcher import DEADLINE, QueueFull, Ticket
+from ragcost.serve.cors import CORS
 from ragcost.serve.errors import HTTPError, from_exception, log, outcome_of
 from ragcost.serve.models import ChatRequest, QueryRequest, one_line
 from ragcost.serve.options import generation_options
@@ -396,7 +398,8 @@ def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first
         route("/v1/models", models, ["GET"]),
         Route("/v1/models/{name}", route("/v1/models", model, ["GET"]).endpoint, methods=["GET"]),
         route("/healthz", healthz, ["GET"]), route("/readyz", readyz, ["GET"]), route("/metrics", metrics, ["GET"]),
-    ], lifespan=lifespan, exception_handlers={StarletteHTTPException: not_routed})
+    ], lifespan=lifespan, exception_handlers={StarletteHTTPException: not_routed},
+       middleware=[Middleware(CORS, origins=svc.config.cors_origins)] if svc.config.cors_origins else None)
     app.state.service = svc
     return app
 
