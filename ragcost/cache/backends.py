@@ -15,7 +15,7 @@ from typing import Any, Iterable, Optional, Protocol
 from ragcost.cache.entry import BadEntry, CacheEntry
 from ragcost.errors import ConfigError, StoreError
 from ragcost.registry import Registry
-from ragcost.urls import shown_url
+from ragcost.urls import shown_url, url_problem, without_secrets
 
 
 class CacheBackend(Protocol):
@@ -111,6 +111,9 @@ class SQLCache:
             sa.Column("correct", sa.Boolean, nullable=False),
             sa.Column("observed_at", sa.Double, nullable=False),
         )
+        problem = url_problem(url)
+        if problem:
+            raise StoreError(f"cache store {problem}; fix url: on the cache stage, or the pipeline's store")
         try:
             db = sa.engine.make_url(url)
             if db.get_backend_name() == "duckdb" and db.database and db.database != ":memory:":
@@ -124,8 +127,10 @@ class SQLCache:
                 ddl_lock(conn, t)  # replicas opening one fresh PostgreSQL cache at once
                 md.create_all(conn, checkfirst=True)
         except Exception as e:
-            raise StoreError(f"cache store {shown(url)}: cannot open ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
-                             "check the pipeline's store URL") from None
+            err = StoreError(f"cache store {shown(url)}: cannot open ({type(e).__name__}: "
+                             f"{without_secrets(str(e).splitlines()[0], url) if str(e) else ''}); check the pipeline's store URL")
+            err.orig = e  # the driver's error: a caller above the store can tell a held DuckDB lock by it
+            raise err from None
 
     def _rows(self, stmt) -> list[dict[str, Any]]:
         with self.engine.connect() as c:

@@ -72,8 +72,9 @@ _INTERRUPTED = "interrupted; what was committed is kept, rerun to finish"
 def _say(message: str) -> None:
     """Print ``error: <message>`` as one terminal-safe line on stderr."""
     from ragcost.cli.text import terminal_safe
+    from ragcost.urls import hide_passwords
 
-    print(f"error: {terminal_safe(message, one_line=True)}", file=sys.stderr)
+    print(f"error: {terminal_safe(hide_passwords(message), one_line=True)}", file=sys.stderr)
 
 
 def _one_line_warnings(previous: Callable[..., None]) -> Callable[..., None]:
@@ -84,8 +85,9 @@ def _one_line_warnings(previous: Callable[..., None]) -> Callable[..., None]:
             previous(message, category, filename, lineno, file, line)
             return
         from ragcost.cli.text import terminal_safe
+        from ragcost.urls import hide_passwords
 
-        print(f"warning: {terminal_safe(str(message), one_line=True)}", file=file or sys.stderr)
+        print(f"warning: {terminal_safe(hide_passwords(message), one_line=True)}", file=file or sys.stderr)
 
     return show
 

@@ -95,6 +95,9 @@ def plan(
     if pq_m is not None and dim is not None and dim % pq_m:
         raise typer.BadParameter(f"{pq_m} does not divide --dim {dim}; use a divisor of {dim}, e.g. {_divisor(dim)}",
                                  param_hint="'--pq-m'")
+    if shards is not None and chunks is not None and shards > chunks:
+        raise typer.BadParameter(f"{shards:,} shards for {chunks:,} vector(s) (--chunks) would leave shards empty, each "
+                                 f"still paid for; give --shards from 1 to {chunks:,}", param_hint="'--shards'")
     _require_pairs(chunks=chunks, dim=dim, tokens_per_second=tokens_per_second, gpu_usd_per_hour=gpu_usd_per_hour,
                    purchase_usd=purchase_usd, power_kw=power_kw, usd_per_kwh=usd_per_kwh)
     out: list[tuple[str, str, str]] = []  # (what, result, inputs)

@@ -60,7 +60,9 @@ def require_store(url: str, pipeline: Path) -> None:
 
     path = embedded_path(url)
     if path is not None and not path.is_file():
-        raise StoreError(f"no store at {path}; run `ragcost index {pipeline}` first")
+        from ragcost.runtime.load import no_store_message
+
+        raise StoreError(no_store_message(path, pipeline))
 
 
 def in_range(low: int, high: int, what: str):

@@ -11,6 +11,7 @@ import typer
 
 from ragcost.cost.ledger import DEFAULT_URL
 from ragcost.errors import ConfigError, StoreError
+from ragcost.urls import url_problem, without_secrets
 
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)([mhdw])$")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -222,6 +223,9 @@ def _require_ledger(url: str) -> None:
     """
     from ragcost.cli.paths import embedded_path
 
+    problem = url_problem(url)
+    if problem:
+        raise StoreError(f"ledger {problem}; fix --ledger or the pipeline's store")
     path = embedded_path(url)
     if path is None and url.split(":", 1)[0] in ("duckdb", "sqlite"):
         return  # in memory: nothing on disk to create
@@ -249,6 +253,6 @@ def _require_ledger(url: str) -> None:
     except StoreError:
         raise
     except Exception as e:
-        raise StoreError(f"ledger {shown}: cannot open ({type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}); check the URL and that the server is up") from None
+        raise StoreError(f"ledger {shown}: cannot open ({type(e).__name__}: {without_secrets((str(e).splitlines() or [''])[0][:200], url)}); check the URL and that the server is up") from None
     finally:
         engine.dispose()

@@ -161,6 +161,19 @@ class ServeConfig(Strict):
                                    "its lifetime rows and every /metrics sample's replica label (`ragcost serve --replica` overrides "
                                    "it); null: host:port. 1-64 letters, digits and . _ : -")
 
+    cors_origins: list[str] = Field(default_factory=list, description="browser origins allowed to call the server "
+                                    "(CORS), e.g. [https://app.example.com]; '*' allows any. Empty (the default): no "
+                                    "CORS headers. Once set, a request from another origin is a 403 and runs nothing")
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _cors_origins(cls, v: list[str]) -> list[str]:
+        for o in v:
+            if o != "*" and not re.fullmatch(r"https?://[A-Za-z0-9.-]+(:\d{1,5})?", o):
+                raise ValueError(f"{o!r} is not an origin: write scheme://host[:port] with no path or trailing slash, "
+                                 "e.g. https://app.example.com, or '*' for any")
+        return v
+
     @field_validator("keys", "metrics_key")
     @classmethod
     def _keys(cls, v: Optional[str]) -> Optional[str]:

@@ -52,7 +52,7 @@ from typing import Any, Iterable
 import sqlalchemy as sa
 
 from ragcost.errors import StoreError
-from ragcost.urls import shown_url
+from ragcost.urls import shown_url, url_problem, without_secrets
 
 DEFAULT_URL = "duckdb:///.ragcost/ledger.duckdb"
 
@@ -181,6 +181,9 @@ class Ledger:
         self.url = url
         self.read_only = read_only
         shown = shown_url(url)
+        problem = url_problem(url)
+        if problem:
+            raise StoreError(f"ledger {problem}; fix --ledger or the pipeline's store")
         path = _file_of(url)
         if read_only and path is not None and not path.is_file():
             raise StoreError(f"no ledger at {path}; run `ragcost query` or `ragcost eval` first, or pass --ledger URL")
@@ -208,7 +211,7 @@ class Ledger:
             if is_locked(e):
                 raise StoreError(held_message(url, e, "ledger")) from None
             # a bad URL or an unreachable server: one line, with the fix
-            raise StoreError(f"ledger {shown}: cannot open ({type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}); "
+            raise StoreError(f"ledger {shown}: cannot open ({type(e).__name__}: {without_secrets((str(e).splitlines() or [''])[0][:200], url)}); "
                              "check the SQLAlchemy URL, e.g. duckdb:///.ragcost/ledger.duckdb") from None
 
     def check_tables(self) -> None:

@@ -31,7 +31,7 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 
 from ragcost.config.base import Strict, position
 from ragcost.config.loader import read_yaml, validate
@@ -113,11 +113,21 @@ class StorageResource(Strict):
 Resource = Annotated[Union[TimeResource, TokenResource, StorageResource], Field(discriminator="kind")]
 
 
+MAX_FLEET = 100_000  # instances of one resource always on: more is a typo (10**15 GPUs), not a fleet
+
+
 class FleetEntry(Strict):
     """Always-on instances of one time resource, paid for every hour whether they serve or idle."""
 
-    count: Annotated[int, Field(ge=0, description="instances always on (0 = none)")]
+    count: Annotated[int, Field(ge=0, le=MAX_FLEET, description=f"instances always on (0 = none), at most {MAX_FLEET:,}")]
     note: Optional[str] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a_mapping(cls, data: Any) -> Any:
+        if isinstance(data, (int, float, str)) and not isinstance(data, bool):
+            raise ValueError(f"a fleet entry is a mapping: write {{count: {data}}} (and an optional note: ...)")
+        return data
 
 
 class PriceBook(Strict):

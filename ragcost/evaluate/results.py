@@ -186,12 +186,18 @@ def _resolve_run(conn: sa.Connection, ref: str) -> str:
         return ids[0]
     if ref in ("previous", "prev") and len(ids) > 1:
         return ids[1]
+    if ref in ("last", "latest", "previous", "prev"):  # named, but the ledger holds too few runs for it
+        need, recent = (1 if ref in ("last", "latest") else 2), ", ".join(i[:8] for i in ids[:5])
+        raise ConfigError(f"--compare: {ref!r} needs {need} recorded eval run{'s' if need > 1 else ''} in the ledger, "
+                          f"which has {len(ids)}{f' ({recent})' if recent else ''}; run `ragcost eval SPEC` "
+                          f"{'again ' if ids else ''}(without --no-ledger), or pass --ledger URL of the ledger that holds them")
     match = [i for i in ids if i.startswith(ref)]
     if len(match) == 1:
         return match[0]
     if not match:
         recent = ", ".join(i[:8] for i in ids[:5]) or "none yet"
-        raise ConfigError(f"--compare: no eval run {ref!r} in the ledger (recent: {recent}; 'last' and 'previous' work too)")
+        also = "; 'last' and 'previous' work too" if len(ids) > 1 else ""
+        raise ConfigError(f"--compare: no eval run {ref!r} in the ledger (recent: {recent}{also})")
     raise ConfigError(f"--compare: run id prefix {ref!r} matches {len(match)} runs; give more characters")
 
 

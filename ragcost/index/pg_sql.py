@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ragcost.errors import ConfigError, DependencyError, RagcostError
+from ragcost.urls import shown_url, without_secrets
 
 INSTALL = "pip install 'ragcost[postgres]'"
 
@@ -43,8 +44,13 @@ COLUMN_TYPES = {
 
 
 def shown(url: str) -> str:
-    """A URL as messages and saved files show it: no password."""
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1@", url)
+    """A URL as messages show it: its password as ***, through the one helper every message uses."""
+    return shown_url(url)
+
+
+def without_password(url: str) -> str:
+    """A URL as the saved index file keeps it: no password at all (a reload uses the pipeline's store URL)."""
+    return re.sub(r"(://[^:/@\s]+):\S*@", r"\1@", url)
 
 
 def libpq_url(url: str) -> str:
@@ -69,7 +75,7 @@ def connect(url: str) -> Any:
     try:
         return psycopg.connect(libpq_url(url), autocommit=True, connect_timeout=10)
     except psycopg.Error as e:
-        raise RagcostError(f"index: backend pgvector cannot connect to {shown(url)} ({first_line(e)}); "
+        raise RagcostError(f"index: backend pgvector cannot connect to {shown(url)} ({without_secrets(first_line(e), url)}); "
                            "check the URL and that the database is running") from None
 
 

@@ -299,7 +299,7 @@ class PgvectorIndex(VectorIndex):
     def save(self, path: Path) -> None:
         """Write which database, table, column and index hold this build (no password)."""
         Path(path).write_text(json.dumps({
-            "format": 1, "url": pg_sql.shown(self._url or ""), "table": self._table, "column": self._column,
+            "format": 1, "url": pg_sql.without_password(self._url or ""), "table": self._table, "column": self._column,
             "index": self._index_name, "kind": self.config.kind, "precision": self.precision, "dim": self.dim,
             "count": self._count, "index_bytes": self._index_bytes}, sort_keys=True))
 

@@ -19,7 +19,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from ragcost.config.fields import FieldType
+from ragcost.config.fields import FieldType, OutOfRange
 from ragcost.errors import IngestError
 from ragcost.records import SourceDocument
 from ragcost.ingest.base import IngestReport
@@ -102,7 +102,7 @@ def _document(rec: dict[str, Any], where: str, fields: dict[str, FieldType], rep
         try:
             meta[name] = ft.check(value)
         except ValueError as e:
-            raise IngestError(f"{where}: {e}; expected {ft.spec}: fix the value or declare the field as {_spec_for(value)}") from None
+            raise IngestError(f"{where}: {e}{_type_fix(value, ft, e)}") from None
     return SourceDocument(id=doc_id, text=text, title=title, metadata=meta, origin=where)
 
 
@@ -176,11 +176,31 @@ def _scalar_from_text(x: Any, base: str) -> Any:
     return x
 
 
-def _spec_for(value: Any) -> str:
-    names = {bool: "bool", int: "int", float: "float", str: "str"}
+_SCALAR_SPECS = {bool: "bool", int: "int", float: "float", str: "str"}
+
+
+def _spec_for(value: Any) -> str | None:
+    """The field type that would hold ``value``, or None when no declared type can (a dict, a nested or mixed list)."""
     if isinstance(value, list):
-        return f"list[{names.get(type(value[0]), 'str')}]" if value else "list[str]"
-    return names.get(type(value), "str")
+        kinds = {_SCALAR_SPECS.get(type(v)) for v in value}
+        if kinds == {"int", "float"}:
+            kinds = {"float"}
+        return f"list[{kinds.pop()}]" if len(kinds) == 1 and None not in kinds else None
+    return _SCALAR_SPECS.get(type(value))
+
+
+def _type_fix(value: Any, ft: FieldType, err: ValueError) -> str:
+    """What to do about a value its declared field refuses. Declaring the field as another type is offered only
+    when that type would hold the value and differs from the declared one."""
+    if isinstance(err, OutOfRange):  # the right type, a value no store can hold: its message says what to do
+        return ""
+    spec = _spec_for(value)
+    if spec is None:
+        return (f"; expected {ft.spec}: fix the value (a metadata value is a string, number or boolean, or a list of "
+                "one of those kinds)")
+    if spec == ft.spec:
+        return f"; expected {ft.spec}: fix the value"
+    return f"; expected {ft.spec}: fix the value or declare the field as {spec}"
 
 
 def _read_bytes(p: Path, report: IngestReport) -> bytes | None:

@@ -116,7 +116,9 @@ class Session:
     def _require_store(self) -> None:
         file = self.pipe.store_file
         if file is not None and not file.is_file():
-            raise StoreError(f"no store at {file}; run `ragcost index {self.pipe.path}` first")
+            from ragcost.runtime.load import no_store_message
+
+            raise StoreError(no_store_message(file, self.pipe.path))
 
     @property
     def name(self) -> str:
@@ -146,6 +148,17 @@ class Session:
             self.check_filter(expr)
         return QueryState(text=text, id=id or uuid.uuid4().hex, k=self.default_k if k is None else k, filter=expr,
                           tenant=tenant)
+
+    def check_declared(self, filter: Optional[dict]) -> None:
+        """A filter checked against the pipeline's declared fields and the operators, without the store (an API key's
+        filter, when the keys are loaded): a FilterError names the field or operator."""
+        from ragcost.store.filters import compile_filter, parse_filter
+        from ragcost.store.sql_schema import Tables
+
+        expr = parse_filter(filter)
+        if expr is not None:
+            t = Tables(self.pipe.config.name, self.pipe.config.fields)
+            compile_filter(expr, self.pipe.config.fields, t.documents, t.values)
 
     def check_filter(self, expr: dict) -> None:
         """An unknown field or operator fails here, in one line, before the query joins a batch.

@@ -27,6 +27,21 @@ def resolve(base: Path, rel: str) -> Optional[Path]:
     return None
 
 
+def no_store_message(file: Path, pipeline: Path) -> str:
+    """The one line for a store file that is not there. A relative store (and index_dir) is read from the working
+    directory, where every other path of a pipeline is read beside the pipeline first: the line says so, and names
+    the store when one is beside the pipeline (the usual cause: run from another folder)."""
+    if file.is_absolute():
+        return f"no store at {file}; run `ragcost index {pipeline}` first"
+    cwd = Path.cwd()
+    line = (f"no store at {file} (a relative store: URL is read from the working directory, {cwd}, as index_dir: is; "
+            f"only the files a pipeline reads are looked for beside it); run `ragcost index {pipeline}` first")
+    folder = Path(pipeline).resolve().parent
+    if (folder / file).is_file() and folder != cwd.resolve():
+        line += f", or run from {folder}, where {folder / file} is"
+    return line
+
+
 @dataclass
 class LoadedPipeline:
     """A pipeline file, validated: nothing opened, nothing loaded."""

@@ -14,7 +14,7 @@ from ragcost.records import QueryState
 from ragcost.runtime.load import LoadedPipeline, load_pipeline, resolve
 from ragcost.runtime.runner import RunResult, Runner
 from ragcost.stages.base import Stage
-from ragcost.urls import duckdb_url_problem, shown_url
+from ragcost.urls import shown_url, url_problem, without_secrets
 
 RESIDENT_EVERY_S = 1.0  # how often the exact-scan copy's residency is re-read (/proc/self/smaps takes milliseconds)
 
@@ -149,7 +149,9 @@ class Pipeline:
         if not built and (file is None or not file.is_file()) and not deep:
             return None
         if file is not None and not file.is_file():
-            raise StoreError(f"no store at {file}; run `ragcost index {self.path}` first")
+            from ragcost.runtime.load import no_store_message
+
+            raise StoreError(no_store_message(file, self.path))
         store = open_store(self.config.store_url, self.config.name, self.config.fields, read_only=True)
         try:
             expected = self.index_fingerprint(store.revision())
@@ -303,13 +305,13 @@ class Pipeline:
             backend = sa.engine.make_url(url).get_backend_name()
             sa.engine.make_url(url).get_dialect()
         except Exception as e:  # a malformed URL or a driver that is not installed
-            raise ConfigError(f"{where}: store {shown_url(url)!r} cannot be used ({type(e).__name__}: {str(e).splitlines()[0]}); "
+            raise ConfigError(f"{where}: store {shown_url(url)!r} cannot be used ({type(e).__name__}: {without_secrets(str(e).splitlines()[0], url)}); "
                               "example: duckdb:///.ragcost/kb.duckdb or postgresql+psycopg://user@host/db") from None
+        problem = url_problem(url)
+        if problem:
+            raise ConfigError(f"{where}: store {problem}")
         if backend not in ("duckdb", "postgresql"):
             raise ConfigError(f"{where}: store {shown_url(url)!r}: no store for {backend!r}; use duckdb:/// or postgresql+psycopg://")
-        problem = duckdb_url_problem(url)
-        if problem:
-            raise ConfigError(f"{where}: {problem}")
 
     def stages(self) -> list[Stage]:
         """The implicit embed stage, then the pipeline's stages, each built with this pipeline as its context."""

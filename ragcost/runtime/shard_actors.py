@@ -9,7 +9,10 @@ in-process ``ShardedIndex`` does (``merge_top_k``: score, then label), so both g
 
 Faults: an actor that dies is restarted by Ray (``max_restarts``) and its call sent once more; a
 shard that still fails (or passes ``timeout_s``) is left out of the merge, and the shards missing
-from each call are kept for the retrieve stage, which flags the queries ``partial``. Each shard
+from each call are kept for the retrieve stage, which flags the queries ``partial``. An actor Ray
+says is dead for good (its restarts spent, or none allowed) is not waited for: it is left out of
+every later search at once, the queries answered by the live shards and flagged ``partial``, and
+one warning says so (restart the server to start that shard again). Each shard
 call reports the CPU-seconds its thread used inside the actor and its node, so the retrieve stage
 can price every shard's time.
 """
@@ -139,6 +142,7 @@ class ShardCall:
     pid: int = 0
     retried: bool = False
     failed: Optional[str] = None
+    actor_lost: bool = False  # the call failed because its actor died (not a timeout, not an error in the search)
 
 
 @dataclass
@@ -183,6 +187,7 @@ class RayServedIndex(VectorIndex):
         self._clients: list[Any] = []  # per shard: its ChannelClient, None until (re)opened; [] with channel: ray
         self._lock = threading.Lock()  # one fan-out at a time on the channels (a connection serves one request)
         self._channel_after: dict[int, float] = {}  # shard -> when its unreachable channel is tried again
+        self._dead: dict[int, str] = {}  # shard -> why: its actor is dead for good (Ray will not restart it)
 
     # ---- start and stop -------------------------------------------------------------------
     def start(self, path: Path, vectors: np.ndarray, labels: np.ndarray, opts: RayOptions, index_bytes: int) -> None:
@@ -289,17 +294,21 @@ class RayServedIndex(VectorIndex):
 
         answers: dict[int, dict] = {}
         channel_failed: set[int] = set()
-        if self._clients:
+        live = {i: p for i, p in parts.items() if i not in self._dead}  # a dead shard is not asked, nor waited for
+        if self._clients and live:
             with self._lock:
-                answers, channel_failed = self._over_channels(method, queries, k, params, parts)
-        calls = {i: ShardCall(i, retried=i in channel_failed) for i in parts}
-        refs = {i: send(i) for i in parts if i not in answers}
+                answers, channel_failed = self._over_channels(method, queries, k, params, live)
+        calls = {i: ShardCall(i, retried=i in channel_failed, failed=self._dead.get(i)) for i in parts}
+        refs = {i: send(i) for i in live if i not in answers}
         deadline = time.monotonic() + self.config.serve.timeout_s  # one timeout for the whole fan-out
         first = self._get_all(list(refs.values())) if refs else []
         for j, (i, ref) in enumerate(refs.items()):
             call = calls[i]
             got = first[j] if first is not None else self._get(ref, call, max(deadline - time.monotonic(), 0.0))
-            if got is None and self.config.serve.max_restarts > 0 and self._back(i):
+            back = self._back(i) if got is None and call.actor_lost else False
+            if back is None:  # dead for good: left out now, and of every later search without a wait
+                self._bury(i, call)
+            elif back:
                 call.retried = True  # it died and Ray restarted it: send the call once more
                 got = self._get(send(i), call, self.config.serve.timeout_s)
             if got is not None:
@@ -382,20 +391,37 @@ class RayServedIndex(VectorIndex):
             self._clients[i].close()
             self._clients[i] = None
 
-    def _back(self, i: int) -> bool:
-        """Whether shard ``i``'s actor answers again (restarted by Ray) within ``timeout_s``."""
+    def _back(self, i: int) -> Optional[bool]:
+        """Whether shard ``i``'s actor, whose call failed because it died, answers again (restarted by Ray) within
+        ``timeout_s``: True; False when not in time; None when Ray says at once that it is dead for good (a new
+        call gets ActorDiedError: its restarts are spent, or none are allowed; while Ray restarts an actor a call
+        gets ActorUnavailableError, or waits for it). Waiting out ``timeout_s`` on a dead actor stalled every query."""
         ray, end = self._ray, time.monotonic() + self.config.serve.timeout_s
         while time.monotonic() < end:
             try:
                 ray.get(self.actors[i].info.remote(), timeout=max(end - time.monotonic(), 0.1))
                 return True
-            except ray.exceptions.RayActorError as e:
-                if "restart" not in str(e).lower() and "unavailable" not in type(e).__name__.lower():
-                    time.sleep(0.2)
+            except ray.exceptions.ActorDiedError:
+                return None
+            except ray.exceptions.RayActorError:  # unavailable: being restarted
+                pass
             except ray.exceptions.GetTimeoutError:
                 return False
             time.sleep(0.1)
         return False
+
+    def _bury(self, i: int, call: ShardCall) -> None:
+        """Shard ``i``'s actor is dead for good: its searches are left out from now on (the answers flagged partial)."""
+        import warnings
+
+        serve = self.config.serve
+        why = (f"shard {i}'s actor is dead and Ray will not restart it (index.serve.max_restarts: {serve.max_restarts}, "
+               "spent)")
+        self._dead[i] = call.failed = why
+        self._drop_client(i)
+        warnings.warn(f"{why}: queries are answered from the other {len(self.actors) - len(self._dead)} shard(s) and "
+                      "flagged partial; restart the server (or Session) to start it again, or raise max_restarts",
+                      RuntimeWarning, stacklevel=2)
 
     def _get_all(self, refs: list) -> Optional[list]:
         """Every shard's answer in one ``ray.get`` (the usual case); None when any failed, to be asked one by one."""
@@ -411,6 +437,7 @@ class RayServedIndex(VectorIndex):
             return ray.get(ref, timeout=timeout)
         except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError, ray.exceptions.RayTaskError) as e:
             call.failed = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:160]}"
+            call.actor_lost = isinstance(e, ray.exceptions.RayActorError)
             return None
 
     # ---- what the protocol asks of an index ----------------------------------------------

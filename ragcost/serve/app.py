@@ -20,12 +20,14 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ragcost.runtime.api import Answer
 from ragcost.serve.batcher import DEADLINE, QueueFull, Ticket
+from ragcost.serve.cors import CORS
 from ragcost.serve.errors import HTTPError, from_exception, log, outcome_of
 from ragcost.serve.models import ChatRequest, QueryRequest, one_line
 from ragcost.serve.options import generation_options
@@ -73,7 +75,13 @@ def too_deep(raw: bytes, limit: int = MAX_DEPTH) -> bool:
 
 
 async def _read(request: Request, limit: int, timeout_s: float) -> bytes:
-    """The raw body: 413 past ``limit`` bytes (read no further), 408 when it has not all come within ``timeout_s``."""
+    """The raw body: 413 past ``limit`` bytes (read no further), 408 when it has not all come within ``timeout_s``,
+    415 for a compressed one (read no further: it would only be "not valid JSON")."""
+    encoding = request.headers.get("content-encoding", "").strip().lower()
+    if encoding not in ("", "identity"):
+        raise HTTPError(415, f"Content-Encoding {encoding[:40]!r} is not supported; send the JSON body uncompressed "
+                        "(no Content-Encoding header)", "body", code="unsupported_content_encoding",
+                        headers={"Connection": "close"})
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise HTTPError(413, f"request body is {declared} bytes; the limit is {limit} (serve.max_body_bytes)",
@@ -94,6 +102,7 @@ async def _read(request: Request, limit: int, timeout_s: float) -> bytes:
             raise HTTPError(413, f"request body exceeds {limit} bytes (serve.max_body_bytes)", code="request_too_large",
                             headers={"Connection": "close"})
         chunks.append(chunk)
+    request.state.body_read = True
     return b"".join(chunks)
 
 
@@ -124,6 +133,14 @@ def parse(raw: bytes, model):
     except ValidationError as e:
         field, msg = one_line(e)
         raise HTTPError(400, msg, field, code="invalid_value") from None
+
+
+def _body_unread(request: Request) -> bool:
+    """Whether the request announced a body that this server has not read."""
+    if getattr(request.state, "body_read", False):
+        return False
+    length = request.headers.get("content-length", "0").strip()
+    return "transfer-encoding" in request.headers or not (length.isdigit() and int(length) == 0)
 
 
 def _bearer(request: Request) -> Optional[str]:
@@ -274,6 +291,8 @@ def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first
                 call.outcome, resp = "disconnected", Response(status_code=499)
             except Exception as e:  # every error is OpenAI's error object, never a traceback
                 err = from_exception(e, f"{request.method} {path}")
+                if _body_unread(request):  # refused before its body was read (401, 429, 503): the connection closes,
+                    err.headers.setdefault("Connection", "close")  # so a slow body cannot hold it open after the answer
                 call.outcome, resp = err.outcome, err.response()
                 # This frame -> err -> its traceback -> this frame: a reference cycle per error response (every
                 # 429 among them) that reference counting cannot free, only a full collection.
@@ -380,7 +399,8 @@ def build_app(pipeline: str | Path, ledger_url: Optional[str] = None, warm_first
         route("/v1/models", models, ["GET"]),
         Route("/v1/models/{name}", route("/v1/models", model, ["GET"]).endpoint, methods=["GET"]),
         route("/healthz", healthz, ["GET"]), route("/readyz", readyz, ["GET"]), route("/metrics", metrics, ["GET"]),
-    ], lifespan=lifespan, exception_handlers={StarletteHTTPException: not_routed})
+    ], lifespan=lifespan, exception_handlers={StarletteHTTPException: not_routed},
+       middleware=[Middleware(CORS, origins=svc.config.cors_origins)] if svc.config.cors_origins else None)
     app.state.service = svc
     return app
 

@@ -11,6 +11,8 @@ import errno
 import logging
 from typing import Optional
 
+from ragcost.urls import hide_passwords
+
 from starlette.responses import JSONResponse
 
 from ragcost.errors import RagcostError
@@ -18,7 +20,8 @@ from ragcost.errors import RagcostError
 log = logging.getLogger("ragcost.serve")
 
 TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
-         405: "invalid_request_error", 408: "timeout", 413: "invalid_request_error", 429: "rate_limit_error",
+         405: "invalid_request_error", 408: "timeout", 413: "invalid_request_error", 415: "invalid_request_error",
+         429: "rate_limit_error",
          499: "client_disconnected", 502: "server_error", 503: "service_unavailable", 504: "timeout"}
 # Phrases the storage engines use when the disk is full (DuckDB and PostgreSQL wrap the OS error in their own).
 DISK_FULL = ("no space left on device", "disk is full", "could not extend file", "database or disk is full")
@@ -74,6 +77,6 @@ def from_exception(e: BaseException, where: str) -> HTTPError:
         return HTTPError(503, "the server's storage is full, so this request could not be recorded; retry later",
                          headers={"Retry-After": "30"}, code="storage_full")
     if isinstance(e, RagcostError):  # the library refused the request's input: the caller's to fix
-        return HTTPError(400, str(e).splitlines()[0] if str(e) else type(e).__name__, code="invalid_value")
-    log.error("%s: %s: %s", where, type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+        return HTTPError(400, hide_passwords(str(e).splitlines()[0]) if str(e) else type(e).__name__, code="invalid_value")
+    log.error("%s: %s: %s", where, type(e).__name__, hide_passwords(str(e).splitlines()[0]) if str(e) else "")
     return HTTPError(500, f"internal error ({type(e).__name__}); the server log has one line about it", code="internal_error")

@@ -17,9 +17,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from time import monotonic
-from typing import Optional
+from typing import Callable, Optional
 
-from ragcost.errors import ConfigError
+from ragcost.errors import ConfigError, RagcostError
 
 log = logging.getLogger("ragcost.serve")
 
@@ -101,6 +101,7 @@ class KeySource:
     every_s: float = 2.0
     path: Optional[Path] = None
     seen: Optional[tuple] = None
+    check: Optional[Callable[[dict], None]] = None  # a key's filter against the pipeline's declared fields
 
     @property
     def origin(self) -> str:
@@ -127,7 +128,15 @@ class KeySource:
                 raise ConfigError(f"{self.where}: serve.keys file {str(path)!r} not found; create it (JSON: {{key: {{tenant, filter}}}})")
             self.seen = self.stamp()
             raw, origin = path.read_text(encoding="utf-8"), str(path)
-        return Keys(parse_keys(raw, origin), self)
+        entries = parse_keys(raw, origin)
+        for key, tenant in entries.items():
+            if tenant.filter is not None and self.check is not None:
+                try:
+                    self.check(tenant.filter)
+                except RagcostError as e:  # said at start (or reload), not to each client of the key
+                    raise ConfigError(f"{origin}: the filter of key {key[:4]}... (tenant {tenant.name!r}): {e}; fix it "
+                                      "in the keys file, or declare the field under the pipeline's metadata") from None
+        return Keys(entries, self)
 
 
 def parse_keys(raw: str, origin: str) -> dict[str, Tenant]:
@@ -145,15 +154,22 @@ def parse_keys(raw: str, origin: str) -> dict[str, Tenant]:
             raise ConfigError(f"{origin}: an empty key would match a request without one; remove it")
         if not isinstance(v, dict) or set(v) - {"tenant", "filter"} or not isinstance(v.get("filter", {}), (dict, type(None))):
             raise ConfigError(f"{origin}: the entry of key {key[:4]}... must be {{\"tenant\": NAME, \"filter\": {{...}}}}")
-        entries[key] = Tenant(v.get("tenant"), v.get("filter") or None)
+        tenant = v.get("tenant")
+        if tenant is not None and (not isinstance(tenant, str) or not tenant.strip()):
+            shown = json.dumps(tenant)[:40]
+            raise ConfigError(f"{origin}: the tenant of key {key[:4]}... is {shown} ({type(tenant).__name__}); a tenant is "
+                              "one name, e.g. \"tenant\": \"acme\" (give each tenant its own key)")
+        entries[key] = Tenant(tenant, v.get("filter") or None)
     return entries
 
 
-def load_keys(spec: Optional[str], base: Path, where: str, every_s: float = 2.0) -> Keys:
-    """``file:PATH`` (relative to the pipeline) or ``env:VAR``; None gives an open server (no keys)."""
+def load_keys(spec: Optional[str], base: Path, where: str, every_s: float = 2.0,
+              check: Optional[Callable[[dict], None]] = None) -> Keys:
+    """``file:PATH`` (relative to the pipeline) or ``env:VAR``; None gives an open server (no keys). ``check``
+    refuses a key's filter (the pipeline's declared fields), at load and at every reload."""
     if spec is None:
         return Keys({})
-    return KeySource(spec, base, where, every_s).load()
+    return KeySource(spec, base, where, every_s, check=check).load()
 
 
 def read_secret(spec: Optional[str], base: Path, where: str) -> Optional[str]:

@@ -12,6 +12,8 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ragcost.runtime.request import invisible_only
+
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -20,6 +22,9 @@ class _Body(BaseModel):
 def _not_blank(v: str) -> str:
     if not v.strip():
         raise ValueError("blank: send the question's text")
+    unseen = invisible_only(v)
+    if unseen:
+        raise ValueError(f"holds only {unseen}, nothing to ask: send the question's text")
     return v
 
 
@@ -127,6 +132,9 @@ class ChatRequest(_Body):
         text = "".join(p.text or "" for p in parts)
         if not text.strip():
             return "", f"messages.{last}.content: blank; the last user message is the query"
+        unseen = invisible_only(text)
+        if unseen:
+            return "", f"messages.{last}.content: holds only {unseen}, nothing to ask; the last user message is the query"
         return text, None
 
 

@@ -33,7 +33,8 @@ class Service:
         self.replica = self.session.replica = replica_name(replica, cfg.replica)
         self.config = cfg
         where = self.session.pipe.loaded.where
-        self.keys = load_keys(cfg.keys, self.session.pipe.base, where(["serve", "keys"]), cfg.keys_reload_s)
+        self.keys = load_keys(cfg.keys, self.session.pipe.base, where(["serve", "keys"]), cfg.keys_reload_s,
+                              check=self.session.check_declared)
         self.metrics_token = read_secret(cfg.metrics_key, self.session.pipe.base, where(["serve", "metrics_key"]))
         self.metrics = Metrics(self.replica)
         self.metrics.known_tenants(self.keys.tenants)

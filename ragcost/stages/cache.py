@@ -42,6 +42,7 @@ from pydantic import Field, field_validator
 
 from ragcost.cache import CacheEntry, exact_key, open_backend
 from ragcost.cache.backends import shown
+from ragcost.urls import without_secrets
 from ragcost.cache.basis import same_basis
 from ragcost.cache.handle import CacheHandle
 from ragcost.config.base import Strict
@@ -258,11 +259,16 @@ class Cache(Stage):
         try:
             backend = open_backend(self.params.backend, url, collection)
             getattr(backend, "ping", lambda: None)()
-        except StoreError:
+        except StoreError as e:
+            from ragcost.store.sql_errors import held_message, is_locked
+
+            orig = getattr(e, "orig", None)
+            if orig is not None and is_locked(orig):  # DuckDB's lock text names only an executable and a PID
+                raise StoreError(held_message(url, orig, "cache store")) from None
             raise
         except Exception as e:  # noqa: BLE001 - the server is down or refuses us: one line, never a traceback
             raise StoreError(f"cache {shown(url)}: cannot reach it ({type(e).__name__}: "
-                             f"{str(e).splitlines()[0] if str(e) else ''}); start the server, or set url: on the "
+                             f"{without_secrets(str(e).splitlines()[0], url) if str(e) else ''}); start the server, or set url: on the "
                              f"cache stage {self.name!r} of {self.ctx.path}") from None
         return backend
 
@@ -447,7 +453,7 @@ def safely(handle: CacheHandle, op) -> Any:
         if not handle.down:
             import warnings
 
-            warnings.warn(f"cache {shown(handle.backend.url)}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}; "
+            warnings.warn(f"cache {shown(handle.backend.url)}: {type(e).__name__}: {without_secrets(str(e).splitlines()[0], handle.backend.url) if str(e) else ''}; "
                           "continuing uncached", RuntimeWarning, stacklevel=2)
         handle.down = True
         return None

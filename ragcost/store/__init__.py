@@ -1,7 +1,7 @@
 """Document stores: the DocumentStore protocol, chosen by URL scheme; the SQLAlchemy store is the first."""
 
 from ragcost.errors import StoreError
-from ragcost.urls import duckdb_url_problem, shown_url
+from ragcost.urls import shown_url, url_problem
 from ragcost.store.base import ChunkRecord, DocumentRecord, DocumentStore, content_hash, store_registry
 from ragcost.store.sql import SQLStore  # noqa: F401  (registers duckdb and postgresql)
 
@@ -22,9 +22,9 @@ def open_store(url: str, collection: str, fields: dict, read_only: bool = False)
     """The store registered for ``url``'s scheme, opened (tables created or migrated; ``read_only``: neither,
     where the store supports it)."""
     scheme = scheme_of(url)
-    problem = duckdb_url_problem(url)
+    problem = url_problem(url)
     if problem:
-        raise StoreError(problem)
+        raise StoreError(f"store {problem}")
     if scheme not in store_registry:
         raise StoreError(f"store URL {shown_url(url)!r}: no store for scheme {scheme!r}; installed: {store_registry.known()}; "
                          f"example: {EXAMPLE_URL}")

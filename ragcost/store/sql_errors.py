@@ -61,9 +61,9 @@ def is_locked(e: BaseException) -> bool:
 def held_message(url: str, e: Optional[BaseException] = None, what: str = "store") -> str:
     """The one line for a store (or ledger, ``what``) file another process holds: who holds it, and the fix for that holder."""
     try:
-        path = sa.engine.make_url(url).database or url
+        path = sa.engine.make_url(url).database or shown_url(url)
     except Exception:  # noqa: BLE001
-        path = url
+        path = shown_url(url)
     pid, holder = lock_holder(str(getattr(e, "orig", None) or e or ""))
     return f"{what} {path} is held by {describe(pid, holder)}: {_HINTS.get(holder, _HINTS[None])}"
 

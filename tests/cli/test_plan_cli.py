@@ -183,3 +183,27 @@ class TestCorpus:
     def test_corpus_mode_plans_three_kinds_only(self, capsys):
         code, _, err = run(capsys, *self.CORPUS, "--kind", "flat")
         assert code == 1 and "corpus mode plans --kind hnsw, ivf_pq, pgvector-hnsw" in err
+
+
+class TestCorpusInputsThatCannotBe:
+    """Issue 39: inputs `plan` took at face value (more shards than vectors, an absurd fleet, a bare fleet count)."""
+
+    def test_more_shards_than_vectors_is_exit_2_naming_both(self, capsys):
+        code, out, err = run(capsys, "--chunks", "1", "--dim", "384", "--kind", "hnsw", "--shards", "48")
+        assert code == 2 and err.count("\n") == 1 and out == ""
+        assert "Invalid value for '--shards': 48 shards for 1 vector(s) (--chunks) would leave shards empty" in err
+        assert "give --shards from 1 to 1" in err
+
+    @pytest.mark.parametrize("entry, message", [
+        ("gpu-h100: 2", r"fleet\.gpu-h100: a fleet entry is a mapping: write \{count: 2\} \(and an optional note: \.\.\.\)"),
+        ("gpu-h100: {count: 1000000000000000}", r"fleet\.gpu-h100\.count: Input should be less than or equal to 100000 \(got 1000000000000000\)"),
+    ])
+    def test_a_fleet_entry_the_book_cannot_mean_is_one_line_with_file_line(self, capsys, tmp_path, entry, message):
+        import re
+        from pathlib import Path
+
+        book = tmp_path / "book.yaml"
+        book.write_text((Path(__file__).resolve().parents[2] / "pricing" / "default.yaml").read_text() + f"\nfleet:\n  {entry}\n")
+        code, out, err = run(capsys, "--chunks", "1000", "--dim", "384", "--kind", "hnsw", "--shards", "1", "--pricing", str(book))
+        assert code == 1 and err.count("\n") == 1 and out == ""
+        assert re.search(rf"^error: {re.escape(str(book))}:\d+:\d+: {message}", err), err

@@ -466,6 +466,9 @@ LOCK_ROWS: list[Row] = [
               setup=_held_by("eval"))),
     Row(Probe("lock_held_by_another_program_says_so", (*Q, "refund"), 1, NO_PG + r".*held by another process \(PID \d+\): wait for it",
               setup=_held_by(None))),
+    Row(Probe("cache_stats_on_a_store_a_server_holds", ("cache", "stats", "{kb}"), 1,
+              r"^error: cache store .*kb\.duckdb is held by a `ragcost serve` server \(PID \d+\): stop that server first",
+              setup=lambda ws: (_held_by("serve")(ws), ws.pipeline(stages=[{"type": "cache"}, {"type": "retrieve", "k": 3}])))),
     Row(Probe("report_on_a_ledger_a_server_holds", ("report", "--ledger", "duckdb:///{dir}/kb.duckdb"), 1,
               r"ledger .*kb\.duckdb is held by a `ragcost serve` server \(PID \d+\)", setup=_held_by("serve"))),
 ]

@@ -123,6 +123,26 @@ def _default_store_elsewhere(ws: Workspace) -> None:
     ws.monkeypatch.chdir(ws.dir / "elsewhere")
 
 
+def _relative_store_run_elsewhere(ws: Workspace) -> None:
+    """A relative store, indexed beside the pipeline, then queried from another folder."""
+    ws.indexed("clean")
+    ws.pipeline(store="duckdb:///.ragcost/kb.duckdb")
+    (ws.dir / ".ragcost").mkdir(exist_ok=True)
+    (ws.dir / "kb.duckdb").rename(ws.dir / ".ragcost" / "kb.duckdb")
+    (ws.dir / "elsewhere").mkdir()
+    ws.monkeypatch.chdir(ws.dir / "elsewhere")
+
+
+def _eval_runs(ws: Workspace, n: int) -> None:
+    """A ledger l.duckdb holding ``n`` eval runs (and its tables)."""
+    from ragcost.cost.ledger import Ledger
+
+    ledger = Ledger(f"duckdb:///{ws.dir / 'l.duckdb'}")
+    for _ in range(n):
+        ledger.start_run("eval", "probe", None)
+    ledger.engine.dispose()
+
+
 USAGE = r"\(Usage: ragcost"
 Q = ("query", "{kb}")
 
@@ -194,8 +214,13 @@ CATALOGUE: list[Probe] = [
     # --- stores ---------------------------------------------------------------------------------
     Probe("query_before_index_creates_no_store", (*Q, "refund"), 1, r"no store at .*kb\.duckdb; run `ragcost index .*kb\.yaml` first",
           check=_absent("kb.duckdb")),
-    Probe("query_default_store_from_another_folder", (*Q, "refund"), 1, r"no store at \.ragcost/kb\.duckdb; run `ragcost index",
+    Probe("query_default_store_from_another_folder", (*Q, "refund"), 1,
+          r"no store at \.ragcost/kb\.duckdb \(a relative store: URL is read from the working directory, .*elsewhere, as "
+          r"index_dir: is; only the files a pipeline reads are looked for beside it\); run `ragcost index",
           setup=_default_store_elsewhere, check=_absent("elsewhere/.ragcost")),
+    Probe("query_from_another_folder_names_the_store_beside_the_pipeline", (*Q, "refund"), 1,
+          r"working directory, .*elsewhere.*; run `ragcost index .*kb\.yaml` first, or run from (?!.*elsewhere).*, where "
+          r".*\.ragcost/kb\.duckdb is$", setup=_relative_store_run_elsewhere, check=_absent("elsewhere/.ragcost")),
     # --- filters --------------------------------------------------------------------------------
     Probe("filter_not_json", (*Q, "q", "--filter", '{"year": '), 1, r"not valid JSON", setup=_indexed),
     Probe("filter_unknown_field", (*Q, "q", "--filter", '{"colour": "red"}'), 1, r"colour", setup=_indexed),
@@ -239,6 +264,17 @@ CATALOGUE: list[Probe] = [
     Probe("report_empty_tenant", ("report", "{kb}", "--tenant", ""), 1, r"^error: --tenant is empty; give a name"),
     Probe("report_blank_pipeline", ("report", "--ledger", "duckdb:///x.duckdb", "--pipeline", " "), 1,
           r"^error: --pipeline is empty; give a name"),
+    Probe("query_control_characters_only_text", (*Q, "\x01\x01"), 1,
+          r"^error: the query text: the query holds only control character \(U\+0001\) x 2, nothing to ask", setup=_indexed),
+    Probe("query_zero_width_only_text", (*Q, "\u200b\u200d"), 1,
+          r"^error: the query text: the query holds only ZERO WIDTH SPACE \(U\+200B\), ZERO WIDTH JOINER \(U\+200D\), nothing to ask",
+          setup=_indexed, not_out=r"prompt_injection|answer"),
+    Probe("eval_compare_previous_with_one_run", ("eval", "--compare", "previous", "last", "--ledger", "duckdb:///l.duckdb"), 1,
+          r"^error: --compare: 'previous' needs 2 recorded eval runs in the ledger, which has 1 \(\w{8}\); run `ragcost eval SPEC` again",
+          setup=lambda ws: _eval_runs(ws, 1)),
+    Probe("eval_compare_last_with_no_run", ("eval", "--compare", "last", "previous", "--ledger", "duckdb:///l.duckdb"), 1,
+          r"^error: --compare: 'last' needs 1 recorded eval run in the ledger, which has 0; run `ragcost eval SPEC` \(without",
+          setup=lambda ws: _eval_runs(ws, 0)),
     Probe("eval_negative_half_seed", ("eval", "spec.yaml", "--half", "fit", "--half-seed", "-1"), 2,
           r"Invalid value for '--half-seed': Input should be greater than or equal to 0"),
     # --- store URLs (issue 39, items 10 and 11): a DuckDB URL one slash short, passwords never printed ------
@@ -251,6 +287,20 @@ CATALOGUE: list[Probe] = [
           setup=_pipeline(store="mysql://u:s3cret@h/db")),
     Probe("query_unreachable_store_hides_the_password", ("query", "{kb}", "refund"), 1, r"postgresql\+psycopg://u:\*\*\*@127",
           not_out=r"s3cret", setup=_pipeline(store="postgresql+psycopg://u:s3cret@127.0.0.1:1/db")),
+    Probe("validate_password_with_an_at_sign_is_named_and_hidden", ("validate", "{kb}"), 1,
+          r"store URL 'postgresql\+psycopg://u:\*\*\*@127\.0\.0\.1:1/db': its password .* holds an '@'.*%40",
+          not_out=r"s3cret", setup=_pipeline(store="postgresql+psycopg://u:p@s3cret@127.0.0.1:1/db")),
+    Probe("report_ledger_password_with_an_at_sign_is_hidden", ("report", "--ledger", "postgresql+psycopg://u:p@s3cret@127.0.0.1:1/db"),
+          1, r"^error: ledger URL 'postgresql\+psycopg://u:\*\*\*@127\.0\.0\.1:1/db': its password .* %40.*; fix --ledger"),
+    Probe("query_password_query_parameter_is_hidden", ("query", "{kb}", "refund"), 1,
+          r"postgresql\+psycopg://u@127\.0\.0\.1:1/db\?password=\*\*\*", not_out=r"s3cret",
+          setup=_pipeline(store="postgresql+psycopg://u@127.0.0.1:1/db?password=s3cret")),
+    Probe("cache_stats_unparsable_cache_url_hides_the_password", ("cache", "stats", "{kb}"), 1,
+          r"^error: cache store postgresql\+psycopg//u:\*\*\*@127\.0\.0\.1:1/db: cannot open", not_out=r"s3cret",
+          setup=_pipeline(stages=[{"type": "cache", "backend": "sql", "url": "postgresql+psycopg//u:s3cret@127.0.0.1:1/db"},
+                                  {"type": "retrieve", "k": 3}])),
+    Probe("unexpected_error_hides_a_url_password", ("validate", "{kb}"), 1, r"postgresql://u:\*\*\*@h/db",
+          setup=_fail_with(RuntimeError("connect(postgresql://u:s3cret@h/db) failed"))),
     # --- the safety net in main(): causes named, never "unexpected" ------------------------------
     Probe("os_error_is_named", ("validate", "{kb}"), 1, r"^error: Permission denied: /x/y; check the path",
           setup=_fail_with(PermissionError(13, "Permission denied", "/x/y"))),
@@ -289,8 +339,8 @@ def test_probe(probe: Probe, workspace: Workspace, capsys):
     else:
         assert err.endswith("\n") and err.count("\n") == 1, f"stderr is not one line: {err!r}"
         assert re.search(probe.err, err), f"stderr {err!r} does not match {probe.err!r}"
-    assert "Traceback" not in err and "s3cret" not in err  # the probes' passwords are never printed
-    assert "unexpected" not in err or probe.name == "unexpected_error_is_one_line"
+    assert "Traceback" not in err and "s3cret" not in err and "s3cret" not in out  # the probes' passwords are never printed
+    assert "unexpected" not in err or probe.name in ("unexpected_error_is_one_line", "unexpected_error_hides_a_url_password")
     if probe.out is not None:
         assert re.search(probe.out, out), f"stdout does not match {probe.out!r}: {out[:2000]!r}"
     if probe.not_out is not None:

@@ -85,3 +85,23 @@ def test_prune_after_a_skipped_read_refuses_and_deletes_nothing(tmp_path, capsys
     assert code == 1 and re.fullmatch(r"error: refusing to prune: the source read skipped 2 input\(s\) \(.*\), and --prune would delete 1 of 12 stored documents; fix the source, or pass --prune --force to delete them anyway\n", err)
     code, out, _ = run_cli(capsys, "index", p)
     assert code == 0 and "11 documents read: 0 embedded" in out and "0 pruned" in out
+
+
+# A metadata value its declared field refuses (issue 39): declaring the field as another type is offered only when
+# that type holds the value and is not the type the field already has.
+METADATA = [
+    ("int too large for 64 bits", {"year": 2 ** 70}, r"field 'year' is int \(64-bit\); \d+ is outside -2\*\*63\.\.2\*\*63-1; use a float field or a smaller value$"),
+    ("list mixing kinds", {"tags": ["a", 1]}, r"field 'tags' is list\[str\]; got int 1; expected list\[str\]: fix the value \(a metadata value is a string, number or boolean, or a list of one of those kinds\)$"),
+    ("dict value", {"year": {"y": 1}}, r"field 'year' is int; got dict .*; expected int: fix the value \(a metadata value is"),
+    ("str for an int", {"year": "2024"}, r"field 'year' is int; got str '2024'; expected int: fix the value or declare the field as str$"),
+    ("ints for a list of str", {"tags": [1, 2]}, r"field 'tags' is list\[str\]; got int 1; expected list\[str\]: fix the value or declare the field as list\[int\]$"),
+]
+
+
+@pytest.mark.parametrize("probe, meta, line", METADATA, ids=[m[0] for m in METADATA])
+def test_a_refused_metadata_value_never_suggests_the_type_its_field_has(tmp_path, capsys, probe, meta, line):
+    (tmp_path / "src.jsonl").write_text(json.dumps({"id": "a", "text": "Refunds.", **meta}) + "\n", encoding="utf-8")
+    p = write_pipeline(tmp_path, source=str(tmp_path / "src.jsonl"), metadata={"year": "int", "tags": "list[str]"})
+    code, out, err = run_cli(capsys, "index", p)
+    assert code == 1 and err.count("\n") == 1 and re.search(r"error: .*src\.jsonl:1: " + line, err), err
+    assert "declare the field as int" not in err and "declare the field as list[str]" not in err

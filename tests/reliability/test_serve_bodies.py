@@ -64,6 +64,12 @@ REFUSED = [
      "only allowed with stream: true"),
     ("k as true in chat", CHAT, _chat(k=True), 400, "k", "valid integer"),
     ("k as true in /v1/query", "/v1/query", {"text": "refund", "k": True}, 400, "k", "valid integer"),
+    # nothing to ask: it was run, billed and cached (NUL), or called a prompt injection (zero-width) (issue 39)
+    ("a NUL-only query", "/v1/query", {"text": "\u0000\u0000"}, 400, "text", "holds only NUL (U+0000) x 2, nothing to ask"),
+    ("a NUL-only chat message", CHAT, _chat(messages=[{"role": "user", "content": "\u0000"}]), 400, "messages",
+     "messages.0.content: holds only NUL (U+0000), nothing to ask"),
+    ("a zero-width-only chat message", CHAT, _chat(messages=[{"role": "user", "content": "\u200b\u200b\ufeff"}]), 400,
+     "messages", "holds only ZERO WIDTH SPACE (U+200B) x 2, ZERO WIDTH NO-BREAK SPACE (U+FEFF), nothing to ask"),
 ]
 
 
@@ -169,6 +175,33 @@ def test_a_keys_file_with_a_duplicate_is_refused_at_start_in_one_line(dup_folder
                        capture_output=True, text=True, timeout=90, env=env, cwd=REPO)
     err = r.stderr.strip()
     assert r.returncode == 1 and len(err.splitlines()) == 1 and words in err and "keys.json" in err, err
+
+
+# Entries that loaded, then failed later: a tenant given as a list stopped `serve` with a TypeError; a filter on an
+# undeclared field loaded and then answered every client of that key with a 400 about the key's own filter (issue 39).
+ENTRIES = [
+    ("a tenant given as a list", '{"k1xx": {"tenant": ["acme", "globex"]}}',
+     'the tenant of key k1xx... is ["acme", "globex"] (list); a tenant is one name'),
+    ("an empty tenant", '{"k1xx": {"tenant": " "}}', 'the tenant of key k1xx... is " " (str)'),
+    ("a filter on an undeclared field", '{"k1xx": {"tenant": "acme", "filter": {"colour": "red"}}}',
+     "the filter of key k1xx... (tenant 'acme'): unknown filter field 'colour'; declared fields: "),
+    ("a filter with an unknown operator", '{"k1xx": {"tenant": "acme", "filter": {"tenant": {"$near": "a"}}}}',
+     "the filter of key k1xx... (tenant 'acme'): unknown operator '$near'"),
+]
+
+
+@pytest.mark.parametrize("name,raw,words", ENTRIES, ids=[d[0] for d in ENTRIES])
+def test_a_keys_file_entry_that_cannot_work_is_refused_at_start_in_one_line(dup_folder, name, raw, words):
+    test_a_keys_file_with_a_duplicate_is_refused_at_start_in_one_line(dup_folder, name, raw, words)
+
+
+def test_a_key_filter_on_a_declared_field_still_loads(dup_folder):
+    from ragcost.serve.keys import load_keys
+    from ragcost.runtime.api import Session
+
+    (dup_folder / "keys.json").write_text('{"k1xx": {"tenant": "acme", "filter": {"tenant": "acme", "year": {"$gte": 2020}}}}')
+    check = Session(dup_folder / "kb.yaml", write_ledger=False).check_declared
+    assert load_keys("file:keys.json", dup_folder, "kb.yaml", check=check).tenants == ["acme"]
 
 
 def test_the_fixture_keys_still_load():

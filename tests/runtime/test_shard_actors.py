@@ -236,6 +236,70 @@ def test_queries_under_a_shard_kill_are_complete_or_flagged_partial_and_all_in_t
     _assert_priced_on_their_nodes(calls, set(mine), report, json.loads(kb_on_ray.read_text())["pricing"])
 
 
+def test_a_shard_whose_restarts_are_spent_is_left_out_at_once_flagged_partial_and_in_the_ledger(kb_on_ray):
+    """issue 39, item 4: kill one actor twice (kill -9) so that Ray's restart budget (max_restarts: 1) is spent. Every
+    later query waited out timeout_s for the dead actor to come back (a 504 after 30 s with the defaults); now each is
+    answered by the live shards within 2x its normal latency plus the connect timeout, flagged partial, in the ledger."""
+    import os
+    import signal
+    import time
+    import warnings
+
+    import ray
+
+    from ragcost.cost.ledger import Ledger
+    from ragcost.runtime.api import Session
+
+    p = _priced_copy(kb_on_ray, "restarts-spent.yaml", max_restarts=1, timeout_s=10, connect_timeout_s=2)
+    texts = [f"Document number {i} talks about topic {i % 7}" for i in range(0, 120, 11)]
+    with Session(p) as s:
+        s.warm_up()
+        index = s.pipe.artifact().index
+
+        def timed(text: str):
+            t0 = time.perf_counter()
+            a = s.query(text)
+            return a, time.perf_counter() - t0
+
+        normal = sorted(timed(t)[1] for t in texts[:7])[3]  # the median whole answer
+
+        def kill_shard_1() -> str:
+            """kill -9 the actor's process; then wait until Ray has either restarted it ("restarted") or says it is
+            dead for good ("dead") -- a query meanwhile would time a restart, not the dead shard."""
+            pid = ray.get(index.actors[1].info.remote(), timeout=60)["pid"]
+            os.kill(pid, signal.SIGKILL)
+            end = time.monotonic() + 60
+            while time.monotonic() < end:
+                try:
+                    if ray.get(index.actors[1].info.remote(), timeout=5)["pid"] != pid:
+                        return "restarted"
+                except ray.exceptions.ActorDiedError:
+                    return "dead"
+                except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                    pass  # unavailable while Ray restarts it
+                time.sleep(0.05)
+            raise AssertionError("Ray neither restarted the actor nor reported it dead within 60 s")
+
+        assert kill_shard_1() == "restarted"
+        again = s.query(texts[0])
+        assert again.partial is None and len(again.hits) == 5  # the first death: restarted, answered whole
+        assert kill_shard_1() == "dead"  # the second: max_restarts (1) is spent
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            answers = [timed(t) for t in texts]
+        run_id = s.run_id
+    for a, took in answers:
+        assert a.ok and a.partial == {"missing_shards": [1], "shards": SHARDS}, a.to_json()
+        assert len(a.hits) == 5 and took < 2 * normal + 2, (took, normal)  # 2: connect_timeout_s
+    dead = [str(w.message) for w in said if "shard 1's actor is dead" in str(w.message)]
+    assert len(dead) == 1 and "index.serve.max_restarts: 1, spent" in dead[0] and "other 3 shard(s)" in dead[0], dead
+    with Ledger(json.loads(kb_on_ray.read_text())["store"]) as led:
+        rows, _ = led.read()
+    mine = {r["query_id"]: r for r in rows if r["run_id"] == run_id}
+    for a, _ in answers:
+        assert json.loads(mine[a.id]["partial"]) == a.partial  # each has its ledger row, flagged
+
+
 def _priced_copy(kb: "Path", name: str, **serve) -> "Path":
     """The kb_on_ray pipeline with ``index.serve`` updated (same built index: serve is not in the fingerprint)."""
     cfg = json.loads(kb.read_text())

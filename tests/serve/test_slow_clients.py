@@ -223,3 +223,28 @@ def test_a_key_sent_as_a_chunked_trailer_is_not_a_key(tmp_path, http):
             got, _ = _send_all(s.port, chunks)
             assert got.startswith(b"HTTP/1.1 401 "), got[:200]
         assert httpx.post(s.url + "/v1/query", headers=ACME, json={"text": "refund"}).status_code == 200
+
+
+class TestRefusedBeforeTheBody:
+    """issue 39, rough lines: a request refused before its body is read."""
+
+    def test_an_anonymous_slow_body_is_closed_with_its_401(self, impatient):
+        s, _ = impatient
+        head = b"POST /v1/query HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n"
+        got, took = _trickle(s.port, head, b'{"text": "' + b"a" * 89, 0.3, 20)
+        assert got.startswith(b"HTTP/1.1 401 ") and b"connection: close" in got.lower(), got[:300]
+        assert json.loads(got.partition(b"\r\n\r\n")[2])["error"]["code"] == "invalid_api_key"
+        assert took < 3  # before: the connection stayed open as long as the body kept trickling (the whole 20 s)
+
+    def test_a_gzip_body_is_a_415_naming_the_encoding(self, impatient):
+        import gzip
+
+        s, _ = impatient
+        r = httpx.post(s.url + "/v1/query", headers={**ACME, "content-type": "application/json", "content-encoding": "gzip"},
+                       content=gzip.compress(json.dumps({"text": "refund"}).encode()))
+        assert r.status_code == 415, r.text
+        assert r.json()["error"] == {"message": "Content-Encoding 'gzip' is not supported; send the JSON body uncompressed "
+                                                "(no Content-Encoding header)", "type": "invalid_request_error",
+                                     "param": "body", "code": "unsupported_content_encoding"}
+        assert httpx.post(s.url + "/v1/query", headers={**ACME, "content-encoding": "identity"},
+                          json={"text": "refund"}).status_code == 200
