@@ -11,6 +11,7 @@ import typer
 
 from ragcost.cli.query_cmd import in_range
 from ragcost.cli.text import markup_safe as _m
+from ragcost.urls import shown_url
 from ragcost.errors import ConfigError, StoreError
 
 
@@ -249,7 +250,7 @@ def eval_(
         url = ledger or run.store_url
         try:
             res.record(run, url)
-            out.print(f"recorded eval run {run.run_id} in {_m(url)} (tables rc_ledger_runs, rc_eval_results)", highlight=False)
+            out.print(f"recorded eval run {run.run_id} in {_m(shown_url(url))} (tables rc_ledger_runs, rc_eval_results)", highlight=False)
         except StoreError as e:
             failed = e
     for path, writer in ((csv, res.write_csv), (parquet, res.write_parquet), (html, write_html)):

@@ -245,3 +245,15 @@ def test_ablate_refuses_a_cache_stage_in_one_line(tmp_path, capsys):
     assert main(["eval", str(spec), "--ablate", "--no-ledger", "--cache-dir", str(tmp_path / "cache")]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "eval does not run a cache stage yet" in err
+
+
+def test_the_recorded_run_line_never_shows_the_ledgers_password(evaluated, postgres_url, capsys):
+    """`recorded eval run ... in URL` printed the ledger URL raw (the test server trusts local users, so a
+    password in the URL is accepted and the line is printed)."""
+    folder, spec, _ = evaluated
+    url = postgres_url.replace("postgres@", "postgres:s3cret@", 1)
+    assert "s3cret" in url
+    assert main(["eval", str(spec), "--ledger", url, "--cache-dir", str(folder / "cache")]) == 0
+    out = capsys.readouterr()
+    assert "recorded eval run " in out.out and "postgres:***@" in out.out
+    assert "s3cret" not in out.out + out.err
