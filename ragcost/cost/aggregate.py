@@ -143,6 +143,7 @@ def by_stage_of_rows(rows: Iterable[Mapping[str, Any]]) -> dict[str, StageAgg]:
     return out
 
 
-def useful_by_stage(aggs: Mapping[str, StageAgg], useful: Mapping[str, int]) -> dict[str, int]:
-    """Per stage, the useful documents of the queries it served (``useful``: query key -> its count)."""
-    return {name: sum(int(useful.get(q) or 0) for q in agg.query_ids) for name, agg in aggs.items()}
+def useful_by_stage(aggs: Mapping[str, StageAgg], useful: Mapping[str, float]) -> dict[str, float]:
+    """Per stage, the useful documents of the queries it served (``useful``: query key -> its count, a fraction
+    under the expected-useful judge: kept whole, as the totals and the bill keep it, never truncated per query)."""
+    return {name: sum((useful.get(q) or 0) for q in agg.query_ids) for name, agg in aggs.items()}

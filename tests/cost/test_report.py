@@ -255,5 +255,8 @@ def test_the_bill_and_the_totals_divide_by_one_useful_count_the_judges_expected_
     assert data["totals"]["useful"] == pytest.approx(sum(expected))
     assert data["bill"]["useful"] == pytest.approx(sum(expected))
     assert data["bill"]["usd_per_useful_marginal"] == pytest.approx(data["totals"]["usd_per_useful"], rel=1e-9)
+    # the per-stage table: a stage that served every query counts the same useful documents (int() of each made 3)
+    served_all = [r for r in data["stages"] if r["stage"] == "embed"]
+    assert served_all and served_all[0]["useful"] == pytest.approx(sum(expected))
     text = CliRunner().invoke(app, ["report", "--ledger", url]).output
     assert "(4.95 useful)" in text
