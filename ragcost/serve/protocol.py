@@ -62,6 +62,71 @@ def _too_large_response(what: str) -> bytes:
             b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
 
 
+LINGER_S = 2.0  # after a response that closes the connection, how long the client's remaining bytes are read and dropped
+LINGER_BYTES = 4 * 1024 * 1024  # ... and at most this many of them
+
+
+class _LingeringTransport:
+    """The connection's transport, whose ``close()`` is a lingering close (RFC 9112, section 9.6).
+
+    A server that answers before reading the whole request (a 401 before the body, a 408, a 413, a
+    431) and then closes the socket with request bytes unread, or still arriving, makes the kernel
+    answer them with a TCP reset, and a reset can destroy the response in the client's receive
+    buffer before the client reads it: the client sees "connection reset" instead of the 401. So
+    ``close()`` sends FIN after the response (``write_eof``), keeps reading and dropping what the
+    client still sends, and closes when the client closes or after ``LINGER_S``, as nginx's
+    ``lingering_close`` does. Everything else is the wrapped transport's."""
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._t, self._loop = transport, loop
+        self.lingering = False
+        self.dropped = 0
+        self._timer: Optional[asyncio.TimerHandle] = None
+
+    def __getattr__(self, name: str):
+        return getattr(self._t, name)
+
+    def close(self) -> None:
+        t = self._t
+        if self.lingering or t.is_closing():
+            return
+        try:
+            half = t.can_write_eof()
+        except (AttributeError, NotImplementedError, RuntimeError):
+            half = False
+        if not half:  # TLS and the like: a plain close
+            t.close()
+            return
+        self.lingering = True
+        t.write_eof()  # FIN once the response is flushed
+        try:
+            t.resume_reading()  # flow control may have paused reading; the dropped bytes must still be read
+        except (AttributeError, RuntimeError):
+            pass
+        self._timer = self._loop.call_later(LINGER_S, self.finish)
+
+    def close_now(self) -> None:
+        """Close without lingering (a client refused for abuse: its bytes are not worth reading)."""
+        self.finish()
+
+    def drop(self, n: int) -> None:
+        """``n`` more bytes read and dropped while lingering; past LINGER_BYTES the connection closes."""
+        self.dropped += n
+        if self.dropped > LINGER_BYTES:
+            self.finish()
+
+    def finish(self) -> None:
+        """The linger is over: the client closed, LINGER_S passed or LINGER_BYTES came."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._t.is_closing():
+            self._t.close()
+
+    def is_closing(self) -> bool:
+        return self.lingering or self._t.is_closing()
+
+
 class _HeaderTimer:
     """The timer both protocols share; ``_awaiting_headers`` says whether a request's headers are still due.
 
@@ -80,9 +145,19 @@ class _HeaderTimer:
         raise NotImplementedError
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)  # type: ignore[misc]
+        super().connection_made(_LingeringTransport(transport, self.loop))  # type: ignore[misc,attr-defined]
         self._header_timer: Optional[asyncio.TimerHandle] = None
         self._arm()
+
+    def _lingering(self) -> bool:
+        """The response is sent and the connection half-closed: what the client still sends is dropped."""
+        return getattr(self.transport, "lingering", False)  # type: ignore[attr-defined]
+
+    def eof_received(self) -> Optional[bool]:
+        if self._lingering():
+            self.transport.finish()  # type: ignore[attr-defined]
+            return None
+        return super().eof_received()  # type: ignore[misc]
 
     def _headers_fit(self, data: bytes) -> bool:
         """Count ``data``'s part before the end of the headers; False (and a 431 sent, the connection closed) past
@@ -102,7 +177,7 @@ class _HeaderTimer:
                 else f"more than {MAX_HEADER_LINES} header lines")
         self.logger.info("refusing a request whose headers hold %s (431)", what)  # type: ignore[attr-defined]
         self.transport.write(_too_large_response(what))  # type: ignore[attr-defined]
-        self.transport.close()  # type: ignore[attr-defined]
+        self.transport.close_now()  # type: ignore[attr-defined]  # no linger: megabytes of headers are not read
         return False
 
     def _arm(self) -> None:
@@ -119,7 +194,7 @@ class _HeaderTimer:
         if self._awaiting_headers() and not self.transport.is_closing():  # type: ignore[attr-defined]
             self.logger.info("closing a connection whose request headers did not arrive within %.1f s",  # type: ignore[attr-defined]
                              self._timeout())
-            self.transport.close()  # type: ignore[attr-defined]
+            self.transport.close_now()  # type: ignore[attr-defined]
 
     def on_response_complete(self) -> None:
         super().on_response_complete()  # type: ignore[misc]
@@ -127,6 +202,8 @@ class _HeaderTimer:
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
         self._disarm()
+        if self._lingering():
+            self.transport.finish()  # type: ignore[attr-defined]  # its timer cancelled
         super().connection_lost(exc)  # type: ignore[misc]
 
 
@@ -135,6 +212,9 @@ class HeaderTimeoutH11(_HeaderTimer, H11Protocol):
         return self.conn.their_state is h11.IDLE
 
     def data_received(self, data: bytes) -> None:
+        if self._lingering():
+            self.transport.drop(len(data))  # type: ignore[attr-defined]
+            return
         if self.conn.their_state is h11.IDLE:
             self._arm()  # a request is starting (also after a keep-alive pause): its headers must come in time
             if not self._headers_fit(data):
@@ -167,6 +247,9 @@ class HeaderTimeoutHttpTools(_HeaderTimer, _httptools_base()):  # type: ignore[m
         self._arm()
 
     def data_received(self, data: bytes) -> None:
+        if self._lingering():
+            self.transport.drop(len(data))  # type: ignore[attr-defined]
+            return
         if self._in_headers and not self.transport.is_closing() and not self._headers_fit(data):
             return
         super().data_received(data)
