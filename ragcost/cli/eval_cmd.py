@@ -189,6 +189,7 @@ def eval_(
     as_json: bool = typer.Option(False, "--json", help="print the run as JSON on stdout (every figure with its 95% interval, ci) instead of the tables"),
     ablate: bool = typer.Option(False, "--ablate", help="run the pipeline with each optional stage (rerank, hybrid, guard, cache, route) removed: what each buys, with its interval, and at what price"),
     traffic: Optional[str] = typer.Option(None, "--traffic", metavar="one|serve|N", help="the traffic the $ and latency are priced at: one (a query at a time, as the price book's declared rate arrives), serve (the batch `ragcost serve`'s window forms at that rate) or N (batches of N, e.g. a batch job); default: serve when the pipeline sets serve.batch_window_ms, else one"),
+    per_month: Optional[str] = typer.Option(None, "--per-month", metavar="N|observed", help="the traffic the verdict's $ a month is at: N queries a month, or observed (the ledger's query runs of this pipeline over the last 30 days, scaled to a month); default: the spec's queries_per_month, else the price book's"),
     ray: Optional[str] = typer.Option(None, "--ray", metavar="ADDRESS", help="embed the corpus on the Ray cluster at ADDRESS (host:port as `ray start --head` prints it, or auto) instead of the pipeline's executor"),
 ) -> None:
     """Compare index and embedding configurations on a dataset's relevance judgments: quality, latency, bytes, dollars."""
@@ -228,6 +229,7 @@ def eval_(
     cb, bar = _progress_runner(err)
     if half is not None and half not in ("fit", "test"):
         raise ConfigError(f"--half {half!r}: give fit or test (the two seeded halves of the judged queries)")
+    monthly = _per_month(per_month, ledger, ls) if per_month is not None else None
     with bar:
         if ablate:
             from ragcost.evaluate.ablate import run_ablation
@@ -235,7 +237,7 @@ def eval_(
             run = run_ablation(ls, cache_dir, progress=cb, traffic=traffic)
         else:
             run = run_eval(ls, cache_dir, progress=cb, ray_address=ray, half=(half, half_seed) if half else None,
-                           traffic=traffic)
+                           traffic=traffic, per_month=monthly)
     _print_warnings(err, run)
     if as_json:
         from ragcost.evaluate.run import results_json
@@ -275,6 +277,38 @@ def eval_(
         print(results_json(run))
 
 
+def _per_month(value: str, ledger: Optional[str], ls: Any) -> tuple[int, str]:
+    """--per-month: a whole number of queries a month, or the ledger's observed traffic of the pipeline."""
+    v = value.strip().replace(",", "").replace("_", "")
+    if v.isdigit() and int(v) >= 1:
+        return int(v), "given with --per-month"
+    if v != "observed":
+        raise ConfigError(f"--per-month {value!r}: give a whole number of queries a month (e.g. 100000) or observed")
+    from ragcost.evaluate import results as res
+    from ragcost.evaluate.verdict import observed_per_month
+    from ragcost.runtime.pipeline import Pipeline
+
+    pipe = Pipeline.load(ls.pipeline_path, judge=False)
+    try:
+        name, url = pipe.config.name, res.default_ledger(ledger or pipe.config.store_url)
+    finally:
+        pipe.close()
+    return observed_per_month(url, name)
+
+
+def _print_verdict(out: Any, run: Any) -> None:
+    v = run.verdict or {}
+    if not v:
+        return
+    from ragcost.evaluate.verdict import Verdict
+
+    vd = Verdict(**{k: x for k, x in v.items() if k != "line"})
+    style = {"switch": "bold green", "keep": "bold", "inconclusive": "bold yellow"}.get(vd.word, "bold")
+    out.print(f"[{style}]{_m(vd.line())}[/]", highlight=False)
+    for line in vd.details():
+        out.print(f"  {_m(line)}", highlight=False)
+
+
 def _print_warnings(err: Any, run: Any) -> None:
     """The run's warnings, and each built index's build warnings once (not once per swept setting)."""
     for w in run.warnings:
@@ -306,6 +340,7 @@ def _print_results(out: Any, run: Any) -> Any:
         out.print(f"recommended: [bold]{_m(rec.name)}[/] — {_m(run.quality)} {_m(_with_ci(rec.metrics[run.quality], rec.ci.get(run.quality)))}, "
                   f"{_money(rec.usd_per_useful)} per useful document; {_m(how)}", highlight=False)
         _print_versus(out, run, rec)
+        _print_verdict(out, run)
         out.print(stage_table(rec))
         out.print(f"useful threshold for {_m(rec.name)}: {_m(calibration_line(rec))}", highlight=False)
         from ragcost.evaluate.calibrate import Calibration as Threshold

@@ -41,6 +41,9 @@ def _register() -> None:
     from ragcost.cli.serve_cmd import serve
 
     app.add_typer(cache_cmd.app, name="cache")
+    from ragcost.cli import judgments_cmd
+
+    app.add_typer(judgments_cmd.app, name="judgments")
     app.command("serve")(serve)
     _link_docs()
     _STATE["registered"] = True
@@ -51,6 +54,7 @@ DOCS_PAGES = {
     "index": "tasks/pipelines.md", "query": "tasks/pipelines.md", "validate": "concepts/data-safety.md",
     "schema": "reference/yaml.md", "eval": "tasks/eval-and-tune.md", "tune": "tasks/eval-and-tune.md",
     "report": "tasks/report.md", "plan": "tasks/planning.md", "cache": "tasks/cache.md", "serve": "tasks/serving.md",
+    "judgments": "tasks/eval-and-tune.md",
 }
 
 

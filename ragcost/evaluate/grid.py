@@ -116,6 +116,14 @@ def _variant_pipeline(pipe: Any, embed: EmbedConfig, chunking: ChunkingConfig, l
     return vp
 
 
+def close_variants(vs: list[Variant], pipe: Any) -> None:
+    """Close every variant's pipeline and the base one they were made from."""
+    for v in vs:
+        if v.pipe is not pipe:
+            v.pipe.close()
+    pipe.close()
+
+
 def prefixed(label: str, name: str) -> str:
     return f"{label} | {name}" if label else name
 

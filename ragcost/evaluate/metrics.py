@@ -81,3 +81,13 @@ def exact_kth(queries: np.ndarray, vectors: np.ndarray, doc_of: np.ndarray, ks: 
             kk = min(k, n_docs)
             out[k][a:a + block] = -np.partition(-docs, kk - 1, axis=1)[:, kk - 1]
     return out
+
+
+def judged_at(tops: dict[str, list[str]], qrels: dict[str, dict[str, int]], k: int) -> float:
+    """The share of the top-k documents (over the questions) that carry a judgment, 0 included."""
+    seen = judged = 0
+    for q, docs in tops.items():
+        for d in docs[:k]:
+            seen += 1
+            judged += d in qrels.get(q, {})
+    return judged / seen if seen else 0.0

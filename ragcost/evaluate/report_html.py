@@ -251,6 +251,7 @@ query embedding {run.query_embed_ms:.1f} ms/query; run {_esc(run.run_id or "(not
 Recommendation (cheapest by $ per useful document within {run.within_pct:g}% of the best {_esc(q)}; with intervals: within
 by the interval of its quality relative to the best, and cheaper only where the saving is significant):
 <b>{_esc(rec.name if rec else "none")}</b>. A useful document is one in the top {k0} with qrels score &ge; 1.</p>
+{verdict_section(run)}
 {_interval_note(run)}
 {"<ul>" + warn + "</ul>" if warn else ""}
 {ablation_section(run)}
@@ -266,6 +267,20 @@ by the interval of its quality relative to the best, and cheaper only where the 
 {"<h2>Not measured</h2><ul>" + skipped + "</ul>" if skipped else ""}
 </body></html>
 """
+
+
+def verdict_section(run: Any) -> str:
+    """Switch, keep or inconclusive against the pipeline as committed, with the figures behind it."""
+    v = getattr(run, "verdict", None) or {}
+    if not v:
+        return ""
+    from ragcost.evaluate.verdict import Verdict
+
+    vd = Verdict(**{k: x for k, x in v.items() if k != "line"})
+    colour = {"switch": "#d5f0e6", "keep": "#e8eef8", "inconclusive": "#fdf3d5"}.get(vd.word, "#eee")
+    items = "".join(f"<li>{_esc(x)}</li>" for x in vd.details())
+    return (f'<div class="verdict" style="background:{colour};border:1px solid #bbb;padding:8px 12px;margin:12px 0">'
+            f'<b>{_esc(vd.line())}</b>{"<ul>" + items + "</ul>" if items else ""}</div>')
 
 
 def _reliability_of(ok: Sequence[Any], rec: Any, q: str) -> str:

@@ -74,10 +74,12 @@ class ConfigResult:
     calibration: Optional[dict[str, Any]] = None  # the useful-score threshold fitted on the qrels (evaluate.calibrate)
     expected: Optional[dict[str, Any]] = None  # the expected-useful judge fitted on the qrels, with held-out quality (evaluate.expected)
     ci: dict[str, list[float]] = field(default_factory=dict)  # figure -> [lo, hi], bootstrap over queries (evaluate.intervals)
+    judged_at_k: Optional[float] = None  # share of the top-k documents (first k) that carry a judgment, 0 included
     path: str = "query embedding + search"  # what the $ and latency columns include (evaluate.served.describe)
     timing_noise: float = 0.0  # relative spread (max - min) / median of the repeated timing rounds' search CPU
     # per query, in the run's query order: each metric, "useful" and "usd" (not in --json; the ledger keeps the quality's)
     per_query: dict[str, Any] = field(default_factory=dict, repr=False)
+    top: list[list[str]] = field(default_factory=list, repr=False)  # per query its top max(k) documents (not in --json)
 
     def quality(self, name: str) -> float:
         return self.metrics.get(name, float("nan"))
@@ -117,13 +119,17 @@ class EvalRun:
     intervals: dict[str, Any] = field(default_factory=dict)  # how the intervals were made (resamples, seed, level, note)
     ablation: list[dict[str, Any]] = field(default_factory=list)  # `eval --ablate`: per optional stage removed (evaluate.ablate)
     traffic: dict[str, Any] = field(default_factory=dict)  # the traffic the dollars are priced at (evaluate.traffic)
+    qrels: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)  # the judgments used (not in --json)
+    verdict: dict[str, Any] = field(default_factory=dict)  # switch/keep/inconclusive against the committed pipeline (evaluate.verdict)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["usd_basis"] = USD_BASIS
         d.pop("query_ids", None)
+        d.pop("qrels", None)
         for r in d["results"]:
             r.pop("per_query", None)
+            r.pop("top", None)
         return d
 
 
@@ -140,16 +146,18 @@ def _noop(task: str, done: int, total: Optional[int]) -> None:
 
 def run_eval(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Progress = _noop,
              ray_address: Optional[str] = None, half: Optional[tuple[str, int]] = None,
-             traffic: Optional[str] = None) -> EvalRun:
+             traffic: Optional[str] = None, per_month: Optional[tuple[int, str]] = None) -> EvalRun:
     """Everything `ragcost eval SPEC` measures, as data (nothing printed, nothing written but the caches).
 
     ``ray_address``: embed the corpus on that Ray cluster, whatever the pipeline's executor says.
     ``half``: (``fit`` or ``test``, seed): only that seeded half of the judged queries
     (:func:`ragcost.evaluate.expected.split_queries`), to fit a judge on one half and test it on the other.
     ``traffic``: one, serve or a batch size (:mod:`ragcost.evaluate.traffic`); None: the pipeline's.
+    ``per_month``: (queries a month, where that figure came from) for the verdict's $ a month; None:
+    the spec's ``queries_per_month``, else the price book's declared traffic.
     """
     from ragcost.evaluate.pareto import mark
-    from ragcost.evaluate.grid import merge_variant, variants
+    from ragcost.evaluate.grid import close_variants, merge_variant, variants
     from ragcost.runtime.pipeline import Pipeline
 
     t_start = perf_counter()
@@ -174,13 +182,23 @@ def run_eval(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Progress
         from ragcost.evaluate.power import attach_power
 
         attach_power(run)
+        _verdict(run, ls, pipe, per_month)
         run.wall_seconds = perf_counter() - t_start
         return run
     finally:
-        for v in vs:
-            if v.pipe is not pipe:
-                v.pipe.close()
-        pipe.close()
+        close_variants(vs, pipe)
+
+
+def _verdict(run: EvalRun, ls: LoadedSpec, pipe: Any, per_month: Optional[tuple[int, str]]) -> None:
+    """Switch, keep or inconclusive: the pick against the pipeline as committed (evaluate.verdict)."""
+    from ragcost.evaluate.verdict import attach_verdict
+    from ragcost.runtime.judge import pipeline_fingerprint
+
+    if per_month is None:
+        book = pipe.price_book
+        per_month = ((ls.spec.queries_per_month, f"queries_per_month of {ls.path}") if ls.spec.queries_per_month else
+                     (book.queries_per_month, f"declared in price book {book.version}"))
+    attach_verdict(run, pipeline_fingerprint(pipe), per_month[0], per_month[1], ls.spec.material_usd_per_month)
 
 
 def _prepare(ls: LoadedSpec, pipe: Any, cache_dir: Path, progress: Progress,
@@ -223,7 +241,7 @@ def _prepare(ls: LoadedSpec, pipe: Any, cache_dir: Path, progress: Progress,
         price_book_version=str(book.version), store_url=pipe.config.store_url,
         started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         warnings=ds.problems.lines() + [f"skipped input: {s}" for s in corpus.summary.report.skipped[:3]],
-        query_ids=list(queries), traffic=shape.to_dict(),
+        query_ids=list(queries), traffic=shape.to_dict(), qrels=qrels,
     )
     run.results.extend(ConfigResult(s.name, status="skipped", reason=s.reason) for s in skipped)
     ev = _Evaluator(ls, pipe, book, corpus, qv, queries, qrels)
@@ -280,6 +298,24 @@ def _describe(r: ConfigResult, c: Candidate) -> ConfigResult:
     r.index_file, r.backend, r.kind = c.index_file, c.index_config.backend, c.index_config.kind
     r.dim, r.precision, r.build, r.search, r.rerank = c.dim, c.precision, dict(c.index_config.build), dict(c.search), c.rerank
     return r
+
+
+def evaluator(ls: LoadedSpec, pipe: Any, corpus: CorpusVectors, qv: QueryVectors, queries: dict[str, str]) -> "_Evaluator":
+    """An evaluator over ``queries`` with no judgments (`ragcost judgments pool`: rankings only)."""
+    return _Evaluator(ls, pipe, pipe.price_book, corpus, qv, queries, {q: {} for q in queries})
+
+
+def rank_all(ev: "_Evaluator", c: Candidate, index: Any, k: int) -> dict[str, list[str]]:
+    """Every query's top ``k`` documents under configuration ``c`` (its re-rank stage included), untimed."""
+    stage = ev.ls.stages.get(c.entry) if c.rerank else None
+    want = (c.candidates or 4 * k) if stage else k
+    Q = ev.queries_at(c.dim)
+    got = [ev._retrieve(index, Q[i:i + 1], want, c.search or None)[0] for i in range(len(Q))]
+    if stage:
+        ranked, _, _ = ev._stage_runner().run(stage, c, index, got)
+    else:
+        ranked = {q: [ev.corpus.doc_ids[d] for d in docs] for q, (docs, _, _) in zip(ev.qids, got)}
+    return {q: list(ranked.get(q, []))[:k] for q in ev.qids}
 
 
 class _Evaluator:
@@ -392,6 +428,10 @@ class _Evaluator:
         else:
             ranked = {q: [corpus.doc_ids[d] for d in docs] for q, (docs, _, _) in zip(self.qids, got)}
         means, per = evaluate({q: d[:max(spec.k)] for q, d in ranked.items()}, self.qrels, spec.metric_names())
+        from ragcost.evaluate.metrics import judged_at
+
+        r.top = [list(ranked.get(q, []))[:max(spec.k)] for q in self.qids]
+        r.judged_at_k = judged_at(dict(zip(self.qids, r.top)), self.qrels, spec.k[0])
         r.metrics = {**means, **r.metrics}
         r.per_query = {m: np.array([v.get(q, 0.0) for q in self.qids]) for m, v in per.items()}
         served = None

@@ -85,6 +85,10 @@ class EvalSpec(Strict):
     within_pct: float = Field(2.0, ge=0, le=100, description="recommend the cheapest config within this % of the best quality")
     fetch_multiplier: int = Field(4, ge=1, le=64, description="chunks fetched per wanted document before collapsing to documents")
     max_queries: Optional[int] = Field(None, ge=1, description="evaluate only the first N judged queries (quick runs)")
+    material_usd_per_month: float = Field(
+        10.0, ge=0, description="the verdict's threshold: a saving under this many dollars a month is not worth a change")
+    queries_per_month: Optional[int] = Field(
+        None, ge=1, description="the traffic the verdict's $ a month is at; default: the price book's queries_per_month")
 
     @field_validator("dims")
     @classmethod

@@ -24,9 +24,9 @@ def test_graded_ndcg_on_cranfield_differs_from_binary_relevance(shared_data, tmp
             f"embedders: [{json.dumps(fastest_runtime())}]\ngrid:\n  - index: {REPO}/indexes/flat.yaml\n")
     spec.write_text(body)
     cache = REPO / ".ragcost" / "eval"  # the eval cache: Cranfield is embedded once per clone (the held-out test reads it)
-    graded = run_eval(load_spec(spec), cache)
+    graded = run_eval(load_spec(spec), cache, traffic="64")  # quality only is read: the served path in batches
     spec.write_text(body + "relevance: binary\n")
-    flat = run_eval(load_spec(spec), cache)
+    flat = run_eval(load_spec(spec), cache, traffic="64")
     assert flat.embedded_documents == 0  # the second run reuses the cached vectors
     print(f"cranfield flat d384 nDCG@10 graded {graded.ok()[0].metrics['ndcg@10']:.4f} "
           f"binary {flat.ok()[0].metrics['ndcg@10']:.4f}")

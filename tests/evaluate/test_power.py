@@ -48,7 +48,7 @@ def scifact_pair(shared_data, tmp_path_factory):
     spec.write_text(f"pipeline: {REPO}/pipelines/scifact.yaml\ndataset: {shared_data / 'scifact'}\nk: [10]\n"
                     f"dims: [384, 256]\nembedders: [{json.dumps(fastest_runtime())}]\n"
                     f"grid:\n  - index: {REPO}/indexes/flat.yaml\n")
-    run = run_eval(load_spec(spec), EVAL_CACHE)
+    run = run_eval(load_spec(spec), EVAL_CACHE, traffic="64")  # quality only is read: the served path in batches
     assert run.embedded_documents == 0
     return run
 
