@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
-from ragcost.cost.capacity import hnswlib_bytes
+from ragcost.cost.capacity import hnswlib_bytes, ivf_pq_bytes
 from ragcost.cost.storage import holds_float32, storage_bytes
 from ragcost.errors import ConfigError
 
@@ -102,7 +102,8 @@ def index_bytes(n: int, dim: int, precision: str = "float32", kind: str = "flat"
                 pq_m: Optional[int] = None, nbits: int = 8) -> float:
     """Bytes of the index structure itself over ``n`` vectors: its vectors (or codes) and per-vector links/ids.
 
-    This is the per-kind part only ``plan`` knows (no built index to measure); centroids are ignored.
+    This is the per-kind part only ``plan`` knows (no built index to measure); IVF-PQ's centroids and
+    codebooks are counted (they are most of a small index), IVF-Flat's centroids are not.
     """
     if precision not in PRECISION_BYTES:
         raise ConfigError(f"precision {precision!r} is unknown; use one of {', '.join(PRECISION_BYTES)}")
@@ -116,7 +117,9 @@ def index_bytes(n: int, dim: int, precision: str = "float32", kind: str = "flat"
     elif kind == "ivf_pq":
         if not pq_m:
             raise ConfigError("index kind ivf_pq needs pq_m (sub-quantizers, --pq-m), e.g. dim/8")
-        per = pq_m * nbits / 8 + 8  # codes + 64-bit id; the full vectors are not kept
+        # codes + 64-bit ids + the coarse centroids and PQ codebooks: the corpus mode's formula (capacity), so the
+        # two modes of `plan` give one figure (they differed 2x; the codebooks alone are 256 x dim x 4 bytes)
+        return ivf_pq_bytes(n, dim, pq_m, nbits)
     else:
         raise ConfigError(f"index kind {kind!r} is unknown; use one of {', '.join(INDEX_KINDS)}")
     return n * per

@@ -70,7 +70,8 @@ class TestCapacity:
         # list, label map, a malloc header per element with upper levels (1 in M), and the 65,536 label
         # locks once per index (issue 24: measured on load by bench.hnswlib_ram)
         ("hnsw", "float32", {"M": 16}, 384 * 4 + 8 + 4 + 16 * 2 * 4 + (4 + 16 * 4) / 15 + 94 + 1 + 65536 * 40 / 1000),
-        ("ivf_pq", "float32", {"pq_m": 48, "nbits": 8}, 48 + 8),
+        # codes and ids, plus the coarse centroids (nlist = 4 sqrt(n) capped at n/39: 25 here) and the 256 codebook entries
+        ("ivf_pq", "float32", {"pq_m": 48, "nbits": 8}, 48 + 8 + (25 * 384 * 4 + 256 * 384 * 4) / 1000),
     ])
     def test_index_structure(self, kind, precision, kw, per_vector):
         assert index_bytes(1000, 384, precision, kind, **kw) == pytest.approx(1000 * per_vector, abs=1)  # ceil
@@ -81,6 +82,24 @@ class TestCapacity:
         assert own == int(index_bytes(1000, 384, "float32", kind, **kw))
         backend = "hnswlib" if kind == "hnsw" else "faiss"
         assert ram == storage_bytes(own, 1000, 384, holds_vectors=holds_float32(backend, kind, "float32"))[0]
+
+    def test_ivf_pq_is_one_figure_in_both_modes_and_the_size_faiss_builds(self):
+        """issue 41 item 5: plan's index mode and corpus mode differed 2x for IVF-PQ (the index mode left out the
+        centroids and codebooks). Both are now faiss's own serialized size of a built index, within 5%."""
+        import faiss
+        import numpy as np
+
+        from ragcost.cost.capacity import index_structure_bytes
+
+        n, dim, m = 20_000, 64, 8
+        assert index_bytes(n, dim, "float32", "ivf_pq", pq_m=m) == pytest.approx(index_structure_bytes(n, dim, "ivf_pq", pq_m=m), abs=1)
+        x = np.random.default_rng(0).standard_normal((n, dim)).astype("float32")
+        nlist = max(1, min(int(4 * np.sqrt(n)), n // 39))
+        ix = faiss.IndexIVFPQ(faiss.IndexFlatL2(dim), dim, nlist, m, 8)
+        ix.train(x)
+        ix.add(x)
+        built = len(faiss.serialize_index(ix))
+        assert index_bytes(n, dim, "float32", "ivf_pq", pq_m=m) == pytest.approx(built, rel=0.05), built
 
     def test_index_errors_name_the_choices(self):
         with pytest.raises(ConfigError, match="kind 'lsh'.*flat, hnsw"):
