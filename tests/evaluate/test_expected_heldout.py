@@ -104,7 +104,7 @@ def test_the_judge_fit_on_half_the_queries_predicts_the_other_half(shared_data, 
         _forget_measurement(name, len(held))
         ev = run_eval(load_spec(spec), CACHE, half=("test", 0), traffic="64").ok()[0]  # priced at query time's batches
         assert _measured(name, len(held)), "eval reused a measurement it should have taken afresh"
-        code, out, err = run_cli(capsys, "query", pipe, "--queries", qfile, "--json", "--no-ledger", "--batch-size", "64")  # the embed batch eval used
+        code, out, err = run_cli(capsys, "query", pipe, "--queries", qfile, "--json", "--batch-size", "64")  # the embed batch eval used; a ledger written, as eval prices one
         assert code == 0, err
         res = json.loads(out)
         assert res["useful_judge"].startswith("calibrated") and len(res["queries"]) == len(held)

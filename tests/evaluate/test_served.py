@@ -36,7 +36,7 @@ def served(tmp_path_factory):
 
 def test_every_stage_of_the_pipeline_is_priced_and_named(served):
     r = served.ok()[0]
-    assert r.path == "embed + guard:query + retrieve + generate + overhead"
+    assert r.path == "embed + guard:query + retrieve + generate + overhead (ledger write included)"
     assert [s["stage"] for s in r.stages] == ["embed", "guard:query", "retrieve", "generate", "generate/overhead", "overhead", "storage"]
     assert all(s["usd"] > 0 for s in r.stages)
     assert served.traffic["batch"] == 1 and served.traffic["how"] == "one"
@@ -80,6 +80,6 @@ def test_the_terminal_table_says_what_its_columns_include(tmp_path, capsys):
     code, out, err = run_cli(capsys, "eval", spec, "--no-ledger", "--cache-dir", tmp_path / "cache")
     assert code == 0, err
     assert "path p95 ms" in out
-    assert "path = what a served query waits for and pays: embed + guard:query + retrieve + generate + overhead" in " ".join(out.split())
+    assert "path = what a served query waits for and pays: embed + guard:query + retrieve + generate + overhead (ledger write included)" in " ".join(out.split())
     code, out, err = run_cli(capsys, "eval", spec, "--no-ledger", "--cache-dir", tmp_path / "cache", "--traffic", "lots")
     assert code != 0 and "--traffic 'lots': use one, serve or a batch size 1-4096" in err and len(err.strip().splitlines()) == 1
