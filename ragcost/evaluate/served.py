@@ -166,6 +166,7 @@ class _ScratchLedger:
         self.book = book
         self.ledger = Ledger(f"duckdb:///{self._dir.name}/ledger.duckdb")
         self.run_id = self.ledger.start_run("query", "eval-scratch", str(book.version))
+        self.life = self.ledger.start_lifetime("batch", "eval-scratch", "cpu", self.run_id)
 
     def write(self, res: Any) -> None:
         from ragcost.cost.compute import stage_row, storage_row
@@ -178,6 +179,7 @@ class _ScratchLedger:
                            "outcome": s.outcome, "outcome_stage": s.outcome_stage}, rows))
         for item in items:  # one transaction per query, as `ragcost query` writes them
             self.ledger.record_queries(self.run_id, [item])
+        self.ledger.heartbeat(self.life)  # and its lifetime's heartbeat after each batch
 
     def close(self) -> None:
         try:

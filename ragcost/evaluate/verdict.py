@@ -24,7 +24,9 @@ The rule (in this order):
    least ``material`` dollars a month: **switch** (when quality is significantly worse, a loss inside
    the floor the spec allows, the verdict says both);
 5. cheaper but by less than ``material`` a month: **keep** (immaterial in dollars);
-6. the same quality on every question and no real saving: **keep**;
+6. significantly worse and not cheaper, dearer beyond the noise with no quality gain, the same
+   quality on every question, or a quality difference under the spec's ``within_pct`` with a dollar
+   difference under ``material`` either way: **keep** (nothing material to gain);
 7. otherwise neither quality nor dollars tell them apart: **inconclusive**, with the questions needed
    to see the observed quality difference (:mod:`ragcost.evaluate.power`).
 
@@ -65,6 +67,7 @@ class Verdict:
     delta_usd_per_month_ci: Optional[list[float]] = None
     questions_needed: Optional[int] = None  # to see the observed quality difference (inconclusive only)
     judged_at_k: Optional[list[Optional[float]]] = None  # [committed, candidate]: share of their top k judged
+    noise_margin: Optional[float] = None  # a relative $ difference inside this is timing noise (intervals.margin)
     notes: list[str] = field(default_factory=list)
 
     def line(self) -> str:
@@ -88,7 +91,9 @@ class Verdict:
             a, b = self.usd_per_useful
             c = self.delta_usd_per_useful
             span = f" [{c['ci'][0]:+.1%}, {c['ci'][1]:+.1%}]" if c.get("ci") else ""
-            out.append(f"Δ$ per useful document {c['change']:+.1%}{span} (${a:.3g} -> ${b:.3g})")
+            noise = (f"; inside the ±{self.noise_margin:.1%} timing noise" if self.noise_margin is not None
+                     and c.get("ci") and -self.noise_margin <= c["ci"][0] and c["ci"][1] <= self.noise_margin else "")
+            out.append(f"Δ$ per useful document {c['change']:+.1%}{span} (${a:.3g} -> ${b:.3g}{noise})")
         if self.delta_usd_per_month is not None:
             ci = self.delta_usd_per_month_ci
             span = f" [{money(ci[0])}, {money(ci[1])}]" if ci else ""
@@ -175,9 +180,13 @@ def decide(run: Any, fingerprint: dict[str, Any], queries_per_month: int, traffi
     v.delta_usd_per_month_ci = [month.diff.lo * queries_per_month, month.diff.hi * queries_per_month]
     saving = -v.delta_usd_per_month
     base_month = per_q[0] * queries_per_month
-    cheaper = v.delta_usd_per_month_ci[1] < -margin(base, cand) * base_month
+    m = margin(base, cand)
+    v.noise_margin = m
+    cheaper = v.delta_usd_per_month_ci[1] < -m * base_month
+    dearer = v.delta_usd_per_month_ci[0] > m * base_month
     better = pq.significant and pq.diff.estimate > 0
     worse = pq.significant and pq.diff.estimate < 0
+    floor_loss = run.within_pct / 100.0 * max(v.quality_values)
     dq = f"{q} {pq.diff.estimate:+.4f} [{pq.diff.lo:+.4f}, {pq.diff.hi:+.4f}]"
     note = unjudged_note(run, base, cand)
     if note:
@@ -195,18 +204,27 @@ def decide(run: Any, fingerprint: dict[str, Any], queries_per_month: int, traffi
                                  f"{money(material)[1:]} a month that makes a change worth it"
                                  f"{'' if not worse else f', and {q} is worse'} ({dq})")
     elif worse:
-        v.word, v.why = "keep", f"{q} is worse ({dq}, p={pq.p:.2g}) and the dollars do not tell them apart"
+        v.word, v.why = "keep", f"{q} is worse ({dq}, p={pq.p:.2g}) and it saves nothing beyond the timing noise"
+    elif dearer:
+        v.word, v.why = "keep", (f"it costs {money(v.delta_usd_per_month)} a month more and the judgments see no "
+                                 f"quality gain ({dq})")
     elif np.array_equal(np.asarray(base.per_query[q]), np.asarray(cand.per_query[q])):
         v.word, v.why = "keep", (f"the same {q} on every question and no real saving ({money(v.delta_usd_per_month)} a "
-                                 "month, inside the measurement's noise): nothing to switch for")
+                                 "month, inside the timing noise): nothing to switch for")
+    elif abs(pq.diff.estimate) < floor_loss and abs(v.delta_usd_per_month) < material:
+        changed = int(np.count_nonzero(np.asarray(base.per_query[q]) != np.asarray(cand.per_query[q])))
+        v.word, v.why = "keep", (f"no material difference either way: {q} {pq.diff.estimate:+.4f} (under the "
+                                 f"{run.within_pct:g}% the spec calls material; {changed} of {rs.n} questions score "
+                                 f"differently) and {money(v.delta_usd_per_month)} a month (under "
+                                 f"{money(material)[1:]})")
     else:
         det = detectable(rs, base.per_query[q], cand.per_query[q])
         v.questions_needed = questions_needed(rs.n, det, abs(pq.diff.estimate))
         need = (f"; about {v.questions_needed:,} judged questions would see a difference of {abs(pq.diff.estimate):.4f}"
                 if v.questions_needed else "")
         v.word, v.why = "inconclusive", (f"neither quality ({dq}, p={pq.p:.2g}; {rs.n} questions detect "
-                                         f"{det:.4f}) nor dollars ({money(v.delta_usd_per_month)} a month) tell them "
-                                         f"apart{need}")
+                                         f"{det:.4f}) nor dollars ({money(v.delta_usd_per_month)} a month, inside the "
+                                         f"±{m:.1%} timing noise) tell them apart{need}")
     return v
 
 
@@ -236,8 +254,8 @@ def unjudged_note(run: Any, a: Any, b: Any) -> Optional[str]:
     lo, _ = evaluate(dict(zip(ids, loser.top)), world, [q])
     if lo[q] < w[q]:
         return None
-    return (f"documents nobody judged could reverse this: were the {added} unjudged documents in {loser.name}'s top "
-            f"{run.k[0]} relevant, {loser.name} would score {lo[q]:.4f} against {winner.name}'s {w[q]:.4f}; judge them "
+    return (f"documents nobody judged could reverse this: were the {added:,} unjudged documents in {loser.name}'s top "
+            f"{run.k[0]} relevant, it would lead ({lo[q]:.4f} against {winner.name}'s {w[q]:.4f}); judge them "
             f"(ragcost judgments pool {run.spec_path}) before acting on a quality difference")
 
 

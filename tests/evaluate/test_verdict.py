@@ -72,10 +72,24 @@ class TestRule:
         assert abs(v.delta_usd_per_month) < 0.01
 
     def test_neither_quality_nor_dollars_distinguishable_is_inconclusive_with_the_questions_needed(self):
-        a, b = _pair(4, gain=0.004, noise=0.2)
+        a, b = _pair(4, gain=0.02, noise=0.3)  # a 0.02 gain (over the 2% the spec calls material) the noise hides
         v = decide(_run(a, b), FP_A, 100_000, "declared")
         assert v.word == "inconclusive" and v.questions_needed and v.questions_needed > N
         assert f"{v.questions_needed:,} judged questions" in v.why
+
+    def test_an_immaterial_difference_either_way_is_kept_not_called_inconclusive(self):
+        # SciFact's scifact-indexes run: flat d384 f32 (committed) -> hnsw-m16 d384 ef=96, one question of 300 apart
+        a, b = _pair(10, gain=0.0, noise=0.0)
+        b.per_query["ndcg@10"] = a.per_query["ndcg@10"].copy()
+        b.per_query["ndcg@10"][0] += 0.12
+        b.metrics["ndcg@10"] = float(b.per_query["ndcg@10"].mean())
+        v = decide(_run(a, b), FP_A, 100_000, "declared")
+        assert v.word == "keep" and "no material difference" in v.why and "1 of 300 questions" in v.why
+
+    def test_dearer_beyond_the_noise_with_no_quality_gain_is_kept(self):
+        a, b = _pair(11, gain=0.0, usd_ratio=1.3, noise=0.05)
+        v = decide(_run(a, b), FP_A, 100_000, "declared")
+        assert v.word == "keep" and "a month more" in v.why
 
     def test_a_significant_quality_loss_without_a_material_saving_is_kept(self):
         a, b = _pair(5, gain=-0.03, usd_ratio=1.0)
