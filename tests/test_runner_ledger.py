@@ -75,3 +75,28 @@ def test_tracing_emits_a_span_per_stage_with_genai_attributes_and_cost(tmp_path)
     embed = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "embeddings"]
     assert len(embed) == 2 and all(s.attributes["gen_ai.usage.input_tokens"] > 0 for s in embed)
     assert all(s.attributes["ragcost.cost.usd"] > 0 for s in embed)
+
+
+def test_in_process_the_last_batchs_ledger_write_is_charged_to_that_batch(tmp_path):
+    """Each batch's ledger write is claimed by the next batch's overhead; the last one's, in a process the run does
+    not own (the Python API, a test), was charged to nobody (issue 41: a CLI process charges it at exit). It is now
+    an overhead call shared by the last batch, in the result and in the ledger, and the two still agree."""
+    write_corpus(tmp_path / "kb.jsonl")
+    path = write_pipeline(tmp_path, stages=[{"type": "retrieve", "k": 3}])
+    pipe = Pipeline.load(path)
+    try:
+        run_index(pipe)
+        run = run_queries(pipe, [(f"q{i}", t) for i, t in enumerate(["refund", "password", "api limits", "invoice", "login"])],
+                          batch_size=2)
+    finally:
+        pipe.close()
+    tail = [c for c in run.calls if c.record.notes.get("what") == "the last batch's ledger write"]
+    assert len(tail) == 1 and [s.text for s in tail[0].served] == ["login"] and tail[0].record.cpu_seconds > 0
+    engine = sa.create_engine(pipe.config.store_url)
+    with engine.connect() as c:
+        rows = c.execute(sa.text("select q.text, s.stage, s.cost_usd, s.seq from rc_ledger_stage_calls s "
+                                 "join rc_ledger_queries q using (query_id)")).fetchall()
+        per_query = c.execute(sa.text("select sum(cost_usd) from rc_ledger_queries")).scalar()
+    engine.dispose()
+    assert [r.text for r in rows if r.seq >= 1000] == ["login"]  # added after the query's own rows
+    assert abs(sum(r.cost_usd for r in rows) - run.total_usd) < 1e-12 and abs(per_query - run.total_usd) < 1e-12

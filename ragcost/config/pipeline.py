@@ -13,6 +13,8 @@ from ragcost.config.base import Strict
 from ragcost.config.fields import FieldType, parse_fields
 from ragcost.config.index import IndexConfig
 
+DEFAULT_PRICING = "pricing/default.yaml"  # a pipeline without pricing: falls back to the book in the package
+
 
 class SourceConfig(Strict):
     path: Optional[str] = Field(None, description="file or folder, relative to the pipeline file")
@@ -215,7 +217,8 @@ class PipelineConfig(Strict):
     embed: EmbedConfig = Field(default_factory=EmbedConfig)
     index: Union[str, IndexConfig] = Field(default_factory=IndexConfig, description="an index YAML path or an inline index config")
     index_dir: Optional[str] = Field(None, description="where the built index lives; default .ragcost/<name>/index")
-    pricing: str = Field("pricing/default.yaml", description="price book, relative to the pipeline file or the working directory")
+    pricing: str = Field(DEFAULT_PRICING, description="price book, relative to the pipeline file or the working directory; "
+                         "left out, pricing/default.yaml there, else the default book shipped in the package")
     resource: str = Field("cpu", description="price-book resource that time-priced stages run on")
     useful: UsefulConfig = Field(default_factory=UsefulConfig, description="the query-time judge of a useful retrieved document")
     tracing: TracingConfig = Field(default_factory=TracingConfig)

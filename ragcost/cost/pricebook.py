@@ -232,5 +232,5 @@ def load_price_book(path: str | Path) -> PriceBook:
 
 
 def default_price_book_path() -> Path:
-    """The book shipped with the repository (``pricing/default.yaml``)."""
-    return Path(__file__).resolve().parents[2] / "pricing" / "default.yaml"
+    """The default book, shipped inside the package (the repository's ``pricing/default.yaml`` links to it)."""
+    return Path(__file__).resolve().parent / "books" / "default.yaml"

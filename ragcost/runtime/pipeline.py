@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ragcost.config.index import IndexConfig
-from ragcost.config.pipeline import PipelineConfig
+from ragcost.config.pipeline import DEFAULT_PRICING, PipelineConfig
 from ragcost.cost.pricebook import PriceBook
 from ragcost.errors import ConfigError
 from ragcost.records import QueryState
@@ -62,6 +62,10 @@ class Pipeline:
     @cached_property
     def price_book_path(self) -> Path:
         p = resolve(self.base, self.config.pricing)
+        if p is None and self.config.pricing == DEFAULT_PRICING:
+            from ragcost.cost.pricebook import default_price_book_path
+
+            return default_price_book_path()  # no pricing: key and no pricing/ folder: the book in the package
         if p is None:
             raise ConfigError(f"{self.loaded.where(['pricing'])}: pricing: file {self.config.pricing!r} not found "
                               f"(looked beside the pipeline and in {Path.cwd()})")

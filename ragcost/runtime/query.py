@@ -171,6 +171,8 @@ def run_queries(
                 ledger.heartbeat(life)  # a crash later still bounds the run's provisioned time
             if tracer:
                 _trace(tracer, res, pipe)
+        if ledger and not whole and states:
+            _charge_last_write(pipe, ledger, run_id, res.states, query_ids[-len(res.states):], calls)
     finally:
         if ledger:
             if whole:  # closed at the process's exit, with the CPU of start-up and of the tail charged
@@ -183,6 +185,21 @@ def run_queries(
     run = QueryRun(pipe.config.name, states, calls, storage, pipe.price_book.version, useful, judge_label(pipe))
     run.book = pipe.price_book
     return run
+
+
+def _charge_last_write(pipe: Pipeline, ledger, run_id: str, last: list[QueryState], ids: list[str],
+                       calls: list[StageCall]) -> None:
+    """In a process the run does not own (the Python API, a test): the last batch's ledger write, which no later
+    batch's overhead claims, as an overhead call shared by that batch's queries, in the result and the ledger
+    (a process the CLI owns charges it at exit, with the rest of its tail)."""
+    from ragcost.cost.compute import stage_row
+
+    over = overhead_call(last, pipe.config.resource, pipe.price_book)
+    if over is None:
+        return
+    over.record.notes["what"] = "the last batch's ledger write"
+    calls.append(over)
+    ledger.add_to_queries(run_id, ids, [stage_row(over.record, pipe.price_book)])
 
 
 def _close_at_exit(url: str, run_id: str, life: str, stopping_at, query_ids: list[str], startup_cpu: float,

@@ -6,6 +6,7 @@ import pytest
 
 from ragcost.config.loader import dump_yaml, parse_yaml
 from datetime import date
+from pathlib import Path
 
 from ragcost.cost.pricebook import (
     TimeResource, TokenResource, book_age, check_resources, default_price_book_path, load_price_book,
@@ -205,3 +206,45 @@ class TestReportShowsTheBook:
         code, data, _ = self._report(capsys, "--ledger", ledger_url, "--json")  # the default book
         assert code == 0 and data["price_book"]["version"] == "2026-12-01.1"
         assert any("priced with price book version(s) test.1" in w for w in data["price_book"]["warnings"])
+
+
+class TestTheDefaultBookShipsInThePackage:
+    """issue 42 item 7: the default price book was in the repository only, so an installed ragcost had none."""
+
+    def test_it_is_inside_the_package_and_the_repositorys_file_is_the_same_book(self):
+        import ragcost
+
+        p = default_price_book_path()
+        assert Path(ragcost.__file__).parent in p.parents and p.is_file()
+        repo = Path(__file__).resolve().parents[2] / "pricing" / "default.yaml"
+        assert repo.resolve() == p.resolve()  # the repository's path links to it: one file, never two to keep in step
+
+    def test_a_pipeline_without_pricing_and_no_pricing_folder_gets_it(self, tmp_path, monkeypatch):
+        import json
+
+        import tests.evaluate.conftest  # noqa: F401  (registers the test-hashing embedder)
+        from ragcost.runtime.pipeline import Pipeline
+
+        (tmp_path / "pipe.yaml").write_text(json.dumps({"name": "p", "store": f"duckdb:///{tmp_path / 's.duckdb'}",
+                                                         "embed": {"type": "test-hashing"}}))
+        monkeypatch.chdir(tmp_path)
+        pipe = Pipeline.load(tmp_path / "pipe.yaml", judge=False)
+        try:
+            assert pipe.price_book_path == default_price_book_path()
+            assert pipe.price_book.version == load_price_book(default_price_book_path()).version
+        finally:
+            pipe.close()
+        (tmp_path / "pipe.yaml").write_text(json.dumps({"name": "p", "embed": {"type": "test-hashing"}, "pricing": "mine.yaml"}))
+        with pytest.raises(ConfigError, match="mine.yaml.*not found"):
+            Pipeline.load(tmp_path / "pipe.yaml", judge=False).price_book_path  # a named book is never replaced
+
+    def test_a_built_wheel_carries_it(self, tmp_path):
+        import subprocess
+        import sys
+        import zipfile
+
+        root = Path(__file__).resolve().parents[2]
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(root)],
+                       check=True, capture_output=True, timeout=300)
+        (wheel,) = tmp_path.glob("ragcost-*.whl")
+        assert "ragcost/cost/books/default.yaml" in zipfile.ZipFile(wheel).namelist()
