@@ -169,10 +169,13 @@ def run_queries(
             if ledger:
                 query_ids += _write_ledger(pipe, ledger, run_id, res, counts)
                 ledger.heartbeat(life)  # a crash later still bounds the run's provisioned time
+                if not whole and i + batch_size >= len(items):  # no later batch claims this write: this batch pays it
+                    tail = _charge_last_write(pipe, ledger, run_id, res.states, query_ids[-len(res.states):])
+                    if tail is not None:
+                        res.calls.append(tail)
+                        calls.append(tail)
             if tracer:
                 _trace(tracer, res, pipe)
-        if ledger and not whole and states:
-            _charge_last_write(pipe, ledger, run_id, res.states, query_ids[-len(res.states):], calls)
     finally:
         if ledger:
             if whole:  # closed at the process's exit, with the CPU of start-up and of the tail charged
@@ -187,19 +190,18 @@ def run_queries(
     return run
 
 
-def _charge_last_write(pipe: Pipeline, ledger, run_id: str, last: list[QueryState], ids: list[str],
-                       calls: list[StageCall]) -> None:
+def _charge_last_write(pipe: Pipeline, ledger, run_id: str, last: list[QueryState], ids: list[str]) -> Optional[StageCall]:
     """In a process the run does not own (the Python API, a test): the last batch's ledger write, which no later
-    batch's overhead claims, as an overhead call shared by that batch's queries, in the result and the ledger
-    (a process the CLI owns charges it at exit, with the rest of its tail)."""
+    batch's overhead claims, as an overhead call shared by that batch's queries, added to their ledger rows and
+    returned for the result and the trace (a process the CLI owns charges it at exit, with the rest of its tail)."""
     from ragcost.cost.compute import stage_row
 
     over = overhead_call(last, pipe.config.resource, pipe.price_book)
     if over is None:
-        return
+        return None
     over.record.notes["what"] = "the last batch's ledger write"
-    calls.append(over)
     ledger.add_to_queries(run_id, ids, [stage_row(over.record, pipe.price_book)])
+    return over
 
 
 def _close_at_exit(url: str, run_id: str, life: str, stopping_at, query_ids: list[str], startup_cpu: float,

@@ -245,7 +245,8 @@ def attempts(run: Run) -> list[tuple[dict, Any]]:
     out = []
     for text, rows in by_query(run).items():
         calls = run.calls_by_text[text]
-        assert [r["stage"] for r in rows[:-1]] == [c.record.stage for c in calls]  # the ledger keeps call order
+        # the ledger keeps call order (storage is a row, not a call; the last batch's ledger write is added after it)
+        assert [r["stage"] for r in rows if r["stage"] != "storage"] == [c.record.stage for c in calls]
         out += [(r, c) for r, c in zip(rows, calls) if r["stage"] in GEN_STAGES and r["resource"] != "cpu"]
     return out
 
@@ -356,7 +357,8 @@ class TestEveryDollarReconciles:
 
     def test_the_runs_charged_cpu_includes_an_overhead_row(self, run):
         over = [r for r in run.srows if r["stage"] == "overhead"]
-        assert len(over) == 5 and len({r["call_id"] for r in over}) == 1 and over[0]["cpu_seconds"] >= 0
+        # one batch: its overhead call, and the call that charges its ledger write (no later batch claims it)
+        assert len(over) == 10 and len({r["call_id"] for r in over}) == 2 and min(r["cpu_seconds"] for r in over) >= 0
 
 
 # ---- the generate-stage accounting rules (issue 12, build 3) ------------------------------------
