@@ -286,14 +286,10 @@ def _per_month(value: str, ledger: Optional[str], ls: Any) -> tuple[int, str]:
         raise ConfigError(f"--per-month {value!r}: give a whole number of queries a month (e.g. 100000) or observed")
     from ragcost.evaluate import results as res
     from ragcost.evaluate.verdict import observed_per_month
-    from ragcost.runtime.pipeline import Pipeline
+    from ragcost.runtime.load import load_pipeline
 
-    pipe = Pipeline.load(ls.pipeline_path, judge=False)
-    try:
-        name, url = pipe.config.name, res.default_ledger(ledger or pipe.config.store_url)
-    finally:
-        pipe.close()
-    return observed_per_month(url, name)
+    cfg = load_pipeline(ls.pipeline_path, judge=False).config  # its name and store: nothing opened
+    return observed_per_month(res.default_ledger(ledger or cfg.store_url), cfg.name)
 
 
 def _print_verdict(out: Any, run: Any) -> None:
