@@ -100,3 +100,42 @@ def test_in_process_the_last_batchs_ledger_write_is_charged_to_that_batch(tmp_pa
     engine.dispose()
     assert [r.text for r in rows if r.seq >= 1000] == ["login"]  # added after the query's own rows
     assert abs(sum(r.cost_usd for r in rows) - run.total_usd) < 1e-12 and abs(per_query - run.total_usd) < 1e-12
+
+
+def test_each_batch_is_one_ledger_transaction_and_a_failed_batch_leaves_the_earlier_ones_whole(tmp_path, monkeypatch):
+    from ragcost.cost.ledger import Ledger
+
+    write_corpus(tmp_path / "kb.jsonl")
+    path = write_pipeline(tmp_path)
+    pipe = Pipeline.load(path)
+    writes: list[int] = []
+    real = Ledger.record_queries
+
+    def counted(self, run_id, items):
+        writes.append(len(items))
+        if len(writes) == 3:  # the third batch's write fails inside its transaction, after its query rows went in
+            bad = dict(items[-1][1][0], input_tokens="not a number")
+            items = [*items[:-1], (items[-1][0], [*items[-1][1], bad])]
+        return real(self, run_id, items)
+
+    monkeypatch.setattr(Ledger, "record_queries", counted)
+    texts = [(f"q{i}", t) for i, t in enumerate(["refund", "password", "api limits", "invoice", "login", "export",
+                                                  "billing", "reset", "quota"])]
+    try:
+        run_index(pipe)
+        try:
+            run_queries(pipe, texts, batch_size=4)
+        except sa.exc.DBAPIError:
+            pass
+        else:
+            raise AssertionError("the third batch's failed write was not raised")
+    finally:
+        pipe.close()
+    assert writes == [4, 4, 1]  # one transaction a batch, not one a query
+    engine = sa.create_engine(pipe.config.store_url)
+    with engine.connect() as c:
+        got = [r.text for r in c.execute(sa.text("select text from rc_ledger_queries"))]
+        orphans = c.execute(sa.text("select count(*) from rc_ledger_stage_calls s left join rc_ledger_queries q "
+                                    "using (query_id) where q.query_id is null")).scalar()
+    engine.dispose()
+    assert sorted(got) == sorted(t for _, t in texts[:8]) and orphans == 0  # two whole batches, nothing of the third

@@ -118,8 +118,10 @@ def run_queries(
 ) -> QueryRun:
     """Run (id, text) queries in batches; every stage call is timed, priced and written to the ledger.
 
-    Each query's ledger rows are one transaction, written as soon as its batch finishes, so a
-    crash keeps every completed query and no partial rows of the one that failed.
+    Each batch's queries and their rows are one transaction (a group commit, as serve's ledger writer makes),
+    written as soon as the batch finishes, so a crash keeps every completed batch and no partial rows of the
+    one that failed. One commit a query cost 5.8 ms of CPU against 1.0 ms a query in a commit of 64
+    (DuckDB, 4 stage rows a query): in a batch, the ledger would have cost more than the search.
     """
     from ragcost.runtime.request import check_k, check_text
     from ragcost.store.filters import parse_filter
@@ -279,19 +281,18 @@ def _write_ledger(pipe: Pipeline, ledger, run_id: str, res, useful: list[int]) -
 
     book = pipe.price_book
     ram, disk = pipe.storage_bytes()
-    ids = []
+    items = []
     for s, n_useful in zip(res.states, useful):
         # A batch call is shared by the queries it served; an attempt is its query's alone.
         rows = [stage_row(c.record, book, c.call_id) for c in res.calls if c.serves(s)]
         rows.append(storage_row(ram, disk, book))
-        ids.append(ledger.record_query(
-            run_id,
+        items.append((
             {"text": s.text, "ok": s.ok, "useful": n_useful, "useful_judge": judge_label(pipe), "retrieved": len(s.hits),
              "error": s.error, "outcome": s.outcome, "outcome_stage": s.outcome_stage, **s.route_fields(),
              "cache": s.cache_record(), "partial": s.notes.get("partial")},
             rows,
         ))
-    return ids
+    return ledger.record_queries(run_id, items)  # the batch in one transaction: all its queries or none
 
 
 def _retrieve_k(pipe: Pipeline) -> int:
