@@ -14,7 +14,8 @@ torch = pytest.importorskip("torch")
 
 
 @pytest.fixture
-def two_threads():
+def two_threads(monkeypatch):
+    monkeypatch.delenv("RAGCOST_TORCH_THREADS", raising=False)  # the test workers' share (tests/conftest.py) off
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     yield
