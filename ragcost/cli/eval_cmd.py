@@ -252,6 +252,7 @@ def eval_(
         url = ledger or run.store_url
         try:
             res.record(run, url)
+            res.note_recorded(run.run_id, url)  # so `eval --compare` from this folder finds it without --ledger
             out.print(f"recorded eval run {run.run_id} in {_m(shown_url(url))} (tables rc_ledger_runs, rc_eval_results)", highlight=False)
         except StoreError as e:
             failed = e
@@ -424,10 +425,13 @@ def _compare(out: Any, refs: tuple[str, str], ledger: Optional[str], spec: Optio
         from ragcost.runtime.pipeline import Pipeline
 
         url = Pipeline.load(load_spec(spec).pipeline_path, judge=False).config.store_url
-    url = res.default_ledger(url)
     (ref_a, cfg_a), (ref_b, cfg_b) = res.split_ref(refs[0]), res.split_ref(refs[1])
-    id_a, rows_a = res.read_run(url, ref_a)
-    id_b, rows_b = res.read_run(url, ref_b)
+    if url is None:  # where this folder's `ragcost eval` recorded each run (a pipeline's store), else the default
+        (url_a, ref_a), (url_b, ref_b) = (res.recorded_in(r) or (res.default_ledger(None), r) for r in (ref_a, ref_b))
+    else:
+        url_a = url_b = url
+    id_a, rows_a = res.read_run(url_a, ref_a)
+    id_b, rows_b = res.read_run(url_b, ref_b)
     if cfg_a or cfg_b:
         if not (cfg_a and cfg_b):
             raise ConfigError("--compare: name a configuration on both sides (RUN:CONFIG RUN:CONFIG, e.g. "

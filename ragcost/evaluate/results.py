@@ -177,6 +177,60 @@ def record(run: Any, ledger_url: str) -> str:
     return run.run_id
 
 
+RECORDED = Path(".ragcost") / "eval-runs.jsonl"  # where this folder's `ragcost eval` runs were recorded (for --compare)
+
+
+def note_recorded(run_id: str, ledger_url: str, folder: Path = Path(".")) -> None:
+    """Append where run ``run_id`` was recorded to this folder's index, so ``eval --compare`` finds it without
+    --ledger. A URL holding a password is kept only as shown (password hidden): --compare then asks for it."""
+    from datetime import datetime, timezone
+
+    from ragcost.urls import shown_url
+
+    shown = shown_url(ledger_url)
+    entry = {"run_id": run_id, "ledger": ledger_url if shown == ledger_url else None, "shown": shown,
+             "at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    path = folder / RECORDED
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")
+    except OSError:  # a read-only folder: the run is recorded all the same; --compare then needs --ledger
+        pass
+
+
+def recorded_in(ref: str, folder: Path = Path(".")) -> Optional[tuple[str, str]]:
+    """(ledger URL, run id) of ``ref`` ('last', 'previous', an id or id prefix) as this folder's eval recorded it;
+    None when the folder's index does not know it."""
+    path = folder / RECORDED
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    entries = []
+    for line in lines:
+        try:
+            e = json.loads(line)
+        except ValueError:  # a line cut by a crash: the others still count
+            continue
+        if isinstance(e, dict) and isinstance(e.get("run_id"), str):
+            entries.append(e)
+    if ref in ("last", "latest", "previous", "prev"):
+        at = 1 if ref in ("last", "latest") else 2
+        if len(entries) < at:
+            return None
+        e = entries[-at]
+    else:
+        match = {e["run_id"]: e for e in entries if e["run_id"].startswith(ref)}
+        if len(match) != 1:
+            return None
+        e = next(iter(match.values()))
+    if not e.get("ledger"):
+        raise ConfigError(f"--compare: eval run {e['run_id'][:8]} was recorded in {e.get('shown')}, whose password "
+                          "is not kept; pass --ledger URL with it")
+    return e["ledger"], e["run_id"]
+
+
 def _resolve_run(conn: sa.Connection, ref: str) -> str:
     from ragcost.cost.ledger import runs
 

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import csv
+import json
 import math
 
 import pytest
 
 from ragcost.cli.main import main
+from ragcost.errors import ConfigError
 from ragcost.evaluate.run import run_eval
 from ragcost.evaluate.spec import load_spec
 from tests.evaluate.conftest import REPO, write_beir, write_spec
@@ -157,6 +159,31 @@ class TestCli:
         assert main(["eval", str(spec), "--no-ledger", "--cache-dir", str(tmp_path / "cache")]) == 1
         err = capsys.readouterr().err
         assert err.startswith("error: ") and "missing file queries.jsonl" in err and err.count("\n") == 1
+
+    def test_compare_without_ledger_reads_where_this_folders_eval_recorded(self, evaluated, tmp_path, capsys, monkeypatch):
+        # eval without --ledger records in the pipeline's store; --compare without --ledger used to read the default
+        # ledger (.ragcost/ledger.duckdb), which held no eval run (issue 42)
+        folder, spec, _ = evaluated
+        monkeypatch.chdir(tmp_path)
+        args = ["eval", str(spec), "--cache-dir", str(folder / "cache"), "--max-queries", "6"]
+        assert main(args) == 0 and main([*args[:-1], "5"]) == 0
+        capsys.readouterr()
+        assert main(["eval", "--compare", "previous", "last"]) == 0, capsys.readouterr().err
+        assert "flat d64 f32" in capsys.readouterr().out
+        from ragcost.evaluate.results import RECORDED, recorded_in
+
+        first = json.loads((tmp_path / RECORDED).read_text().splitlines()[0])["run_id"]
+        assert main(["eval", "--compare", first[:8], "last"]) == 0  # an id prefix is found the same way
+        capsys.readouterr()
+
+    def test_a_ledger_with_a_password_is_indexed_without_it(self, tmp_path):
+        from ragcost.evaluate.results import note_recorded, recorded_in
+
+        note_recorded("r1", "postgresql://u:s3cret@127.0.0.1:5432/db", tmp_path)
+        assert "s3cret" not in (tmp_path / ".ragcost" / "eval-runs.jsonl").read_text()
+        with pytest.raises(ConfigError, match=r"u:\*\*\*@127.0.0.1.*--ledger"):
+            recorded_in("last", tmp_path)
+        assert recorded_in("previous", tmp_path) is None and recorded_in("zz", tmp_path) is None
 
     def test_compare_names_an_unknown_run(self, tmp_path, capsys):
         assert main(["eval", "--compare", "abc", "last", "--ledger", f"duckdb:///{tmp_path / 'l.duckdb'}"]) == 1
