@@ -155,3 +155,20 @@ def test_eval_served_makes_a_beir_folder_of_the_quickstart_corpus_and_its_questi
     assert all(ds.qrels[q] for q in asked) and not ds.problems.lines()
     spec = eval_served.write_spec(tmp_path, data).read_text()
     assert "quickstart.yaml" in spec and "hnsw-m16.yaml" in spec  # the pipeline's own index file
+
+
+def test_useful_features_prints_each_feature_sets_figures_per_seed(tmp_path, capsys):
+    from bench import useful_features
+    from tests.evaluate.conftest import write_beir, write_spec
+
+    write_beir(tmp_path / "data" / "synth", n_docs=64)
+    write_spec(tmp_path)
+    useful_features.main(["--dataset", "synth", "--data", str(tmp_path / "data"), "--pipeline", str(tmp_path / "pipe.yaml"),
+                          "--seeds", "2", "--cache-dir", str(tmp_path / "cache")])
+    out = printed(capsys)["datasets"]["synth"]
+    assert out["questions"] == 8 and set(out) == {"questions", *useful_features.SETS}
+    for name, got in out.items():
+        if name == "questions":
+            continue
+        assert len(got["seeds"]) == 2 and isinstance(got["meets_targets"], bool)
+        assert {"total_ratio", "corr", "zero_credit", "zero_share"} == set(got["seeds"][0])
