@@ -163,10 +163,13 @@ class QueryState:
                  vector: Optional[np.ndarray] = None, hits: Optional[list[Hit]] = None,
                  answer: Optional[str] = None, citations: Optional[list[str]] = None,
                  notes: Optional[dict[str, Any]] = None, error: Optional[str] = None,
-                 tenant: Optional[str] = None) -> None:
+                 tenant: Optional[str] = None, keep: Optional[int] = None) -> None:
         self.text = text
         self.id = id
-        self.k = k
+        self.k = k  # hits the retrieve stage fetches
+        # Results the request asked for when a re-rank decides the final count (its explicit k): the last re-rank
+        # keeps exactly this many, earlier ones at least this many. None: each re-rank keeps its top_n.
+        self.keep = keep
         self.filter = filter
         self.tenant = tenant
         # Generation options of this request (OpenAI's names: stop, max_tokens, temperature, seed ...),

@@ -112,6 +112,8 @@ class CacheHandle:
         when it sent any: an answer made under one request's limits is never served to a request with others.
         A request without options keeps the scope it always had, so entries written before stay reachable."""
         versions = {**self.versions, "k": s.k}
+        if s.keep is not None:  # an explicit k a re-rank cuts to: answers over 3 results are not answers over 5
+            versions["keep"] = s.keep
         if s.options:
             versions["generation_options"] = dict(s.options)
         return scope_key(versions, s.filter, s.tenant)

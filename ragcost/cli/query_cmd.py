@@ -80,7 +80,7 @@ def query(
     pipeline: Path = typer.Argument(..., help="pipeline YAML"),
     text: Optional[str] = typer.Argument(None, help="the question"),
     filter_: Optional[str] = typer.Option(None, "--filter", help='metadata filter as JSON, e.g. {"year": {"$gte": 2023}}'),
-    k: Optional[int] = typer.Option(None, "-k", callback=in_range(1, MAX_K, "results per query"), help="results per query, 1-10000 (default: the retrieve stage's k)"),
+    k: Optional[int] = typer.Option(None, "-k", callback=in_range(1, MAX_K, "results per query"), help="results per query, 1-10000 (default: what the pipeline's stages keep)"),
     queries: Optional[Path] = typer.Option(None, "--queries", help="a .jsonl or .txt file of queries to run as batches"),
     batch_size: int = typer.Option(32, "--batch-size", callback=in_range(1, 100_000, "queries per batch"), help="queries per batch with --queries, 1-100000"),
     as_json: bool = typer.Option(False, "--json", help="print results and costs as JSON"),

@@ -108,7 +108,6 @@ class Session:
         self.ledger = Ledger(ledger_url or self.pipe.config.store_url) if write_ledger else None
         self.run_id: Optional[str] = None
         self.replica: Optional[str] = None  # the serve replica whose rows these are (ragcost serve sets it)
-        self.default_k = next((s.params.k for s in self.pipe.stages() if s.type == "retrieve"), 10)
         self._gens = [s for s in self.pipe.stages() if s.type == "generate"]
         self._storage: Optional[tuple[int, int]] = None
         self._checked: set[str] = set()  # filters already compiled against the declared fields
@@ -146,8 +145,8 @@ class Session:
         expr = parse_filter(filter)
         if expr is not None:
             self.check_filter(expr)
-        return QueryState(text=text, id=id or uuid.uuid4().hex, k=self.default_k if k is None else k, filter=expr,
-                          tenant=tenant)
+        fetch, keep = self.pipe.query_sizes(k)
+        return QueryState(text=text, id=id or uuid.uuid4().hex, k=fetch, filter=expr, tenant=tenant, keep=keep)
 
     def check_declared(self, filter: Optional[dict]) -> None:
         """A filter checked against the pipeline's declared fields and the operators, without the store (an API key's

@@ -133,7 +133,7 @@ def run_queries(
     if expr is not None:
         # Compile once against the declared fields so a bad filter fails before any model loads.
         pipe.store().matching_labels(expr)
-    default_k = _retrieve_k(pipe) if k is None else k
+    fetch, keep = pipe.query_sizes(k)  # k is the number of results each query gets, whatever a re-rank keeps
     if pipe.config.useful.judge == "calibrated":
         pipe.calibration  # noqa: B018  (refused before any query runs when fit for another configuration)
     pipe.warm_up()
@@ -161,7 +161,7 @@ def run_queries(
     query_ids: list[str] = []
     try:
         for i in range(0, len(items), batch_size):
-            batch = [QueryState(text=t, id=qid, k=default_k, filter=expr) for qid, t in items[i : i + batch_size]]
+            batch = [QueryState(text=t, id=qid, k=fetch, filter=expr, keep=keep) for qid, t in items[i : i + batch_size]]
             res = pipe.run(batch)
             # CPU outside stage calls since the last batch (its ledger writes, this one's parsing).
             over = overhead_call(res.states, pipe.config.resource, pipe.price_book)
@@ -298,9 +298,3 @@ def _write_ledger(pipe: Pipeline, ledger, run_id: str, res, useful: list[int]) -
         ))
     return ledger.record_queries(run_id, items)  # the batch in one transaction: all its queries or none
 
-
-def _retrieve_k(pipe: Pipeline) -> int:
-    for st in pipe.stages():
-        if st.type == "retrieve":
-            return st.params.k
-    return 10

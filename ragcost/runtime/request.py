@@ -57,5 +57,5 @@ def check_k(k: Any, where: str = "k") -> Optional[int]:
         raise QueryError(f"{where} {k!r} is not a whole number; give results per query, from 1 to {MAX_K}")
     if not 1 <= k <= MAX_K:
         raise QueryError(f"{where} {k} is out of range: give results per query, from 1 to {MAX_K} "
-                         "(leave it out for the retrieve stage's k)")
+                         "(leave it out for the pipeline's own number)")
     return k

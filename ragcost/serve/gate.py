@@ -99,5 +99,6 @@ class SentenceGate:
             n = int(m.group(1))
             if 1 <= n <= len(st.sources) and st.sources[n - 1] not in cited:
                 cited.append(st.sources[n - 1])
-        probe = QueryState(text=s.text, id=s.id, k=s.k, hits=s.hits, answer=piece, citations=cited, tenant=s.tenant)
+        probe = QueryState(text=s.text, id=s.id, k=s.k, hits=s.hits, answer=piece, citations=cited, tenant=s.tenant,
+                           keep=s.keep)
         return any(found for guard in self.checks for found in guard.check([probe], "answer"))

@@ -30,7 +30,7 @@ def _not_blank(v: str) -> str:
 
 class QueryRequest(_Body):
     text: str = Field(min_length=1, max_length=8192, description="the question")
-    k: Optional[int] = Field(None, ge=1, le=1000, description="results (default: the retrieve stage's k)")
+    k: Optional[int] = Field(None, ge=1, le=1000, description="results (default: what the pipeline's stages keep)")
     filter: Optional[dict[str, Any]] = Field(None, description="metadata filter; ANDed with the key's own")
 
     @field_validator("text")

@@ -371,7 +371,8 @@ class Cache(Stage):
     def _verify(self, items: list[tuple[QueryState, CacheEntry, float, bool]], counts: dict[str, Any]) -> None:
         """Re-run retrieval for these candidates (one batched call); serve those whose basis holds."""
         h = self.handle
-        fresh = [QueryState(text=s.text, id=s.id, k=s.k, filter=s.filter, vector=s.vector, tenant=s.tenant) for s, *_ in items]
+        fresh = [QueryState(text=s.text, id=s.id, k=s.k, filter=s.filter, vector=s.vector, tenant=s.tenant, keep=s.keep)
+                 for s, *_ in items]
         for f, (s, *_) in zip(fresh, items):
             f.full_vector = s.full_vector
         t0 = time.perf_counter()

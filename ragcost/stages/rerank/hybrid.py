@@ -300,7 +300,7 @@ class Hybrid(Reranker):
         p = self.params
         w = p.sparse_weight if p.prose_weight is None or names_exact_terms(s.text) else p.prose_weight
         scores = rrf([list(by_key), list(bm25)], p.rrf_k, [1.0, w])
-        n = self.params.top_n or s.k
+        n = max(self.params.top_n or s.k, s.keep or 0)  # the stage cuts to what the request asked for
         best = sorted(scores, key=lambda k: -scores[k])[:n]
         # A document both lists have is shown by the chunk of the list that gave it more of its score
         # (the dense one on a tie): for "__delete__" BM25 ranks the chunk that defines it, while the

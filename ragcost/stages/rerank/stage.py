@@ -14,6 +14,8 @@ Usable alone: ``Rerank(Rerank.Params(backend="rescore"), ctx).run(states, usage)
 
 from __future__ import annotations
 
+from typing import Optional
+
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from ragcost.config.base import one_line
@@ -74,10 +76,22 @@ class Rerank(Stage):
     def warm_up(self) -> None:
         self.backend.warm_up()
 
+    final = True  # the pipeline's last re-rank (set False on earlier ones): it cuts to a requested k
+
+    def kept(self, s: QueryState) -> Optional[int]:
+        """Hits this stage keeps for a query: its top_n; a request's k (``s.keep``) in the last re-rank, at least
+        that many in an earlier one. None: all."""
+        top_n = self.backend.params.top_n
+        if s.keep is None:
+            return top_n
+        if self.final:
+            return s.keep
+        return None if top_n is None else max(top_n, s.keep)
+
     def run(self, batch: list[QueryState], usage: UsageRecord) -> list[QueryState]:
         self.backend.rerank(batch, usage)
-        top_n = self.backend.params.top_n
         for s in batch:
-            s.hits = sort_hits(s.hits)[:top_n] if top_n else sort_hits(s.hits)
+            n = self.kept(s)
+            s.hits = sort_hits(s.hits)[:n] if n else sort_hits(s.hits)
         usage.notes.setdefault("rerank", {"scored": 0, "batches": 0})
         return batch
