@@ -1,11 +1,9 @@
-"""`ragcost index PIPELINE [--source PATH] [--reader NAME] [--prune [--force]] [--ray ADDRESS]`."""
+"""`ragcost index PIPELINE [--source PATH] [--reader NAME] [--prune [--force]] [--ray ADDRESS] [--quiet]`."""
 
 from __future__ import annotations
 
-import sys
-import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
@@ -17,11 +15,12 @@ def index(
     prune: bool = typer.Option(False, "--prune", help="remove stored documents that are gone from the source (refused when the read skipped input, unless --force)"),
     force: bool = typer.Option(False, "--force", help="with --prune: delete even when the read skipped files or lines"),
     ray: Optional[str] = typer.Option(None, "--ray", metavar="ADDRESS", help="embed on the Ray cluster at ADDRESS (host:port as `ray start --head` prints it, or auto) instead of the pipeline's executor"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress: only the summary, warnings and errors"),
 ) -> None:
     """Read the source, embed only new or changed documents, and rebuild the index if anything changed."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from ragcost.cli.index_progress import BarProgress, LineProgress
     from ragcost.runtime.indexing import run_index
     from ragcost.runtime.pipeline import Pipeline
 
@@ -33,32 +32,20 @@ def index(
         from ragcost.runtime.ray_executor import use_ray
 
         pipe.config = use_ray(pipe.config, ray)
-    last = [0.0]
     workers: dict[str, int] = {}
-
-    def log_line(done: int, total: int) -> None:
-        # Not a terminal (CI, a pipe): a plain line at most once a second instead of a bar.
-        now = time.monotonic()
-        if now - last[0] >= 1.0 or done == total:
-            last[0] = now
-            each = f" (workers: {', '.join(f'{w} {n}' for w, n in sorted(workers.items()))})" if workers else ""
-            print(f"embedded {done}/{total} chunks{each}", file=sys.stderr, flush=True)
-
     try:
-        if console.is_terminal:
-            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("chunks"), TimeRemainingColumn(), console=console, transient=True) as bar:
-                task = bar.add_task("embedding", total=None)
-                rows: dict[str, Any] = {}
-
-                def worker_bar(worker: str, n: int) -> None:
-                    workers[worker] = n
-                    if worker not in rows:
-                        rows[worker] = bar.add_task(f"  worker {worker}", total=None)
-                    bar.update(rows[worker], completed=n)
-
-                summary = run_index(pipe, source=source, prune=prune, progress=lambda done, total: bar.update(task, completed=done, total=total), reader=reader, force=force, worker_progress=worker_bar)
+        if quiet:
+            summary = run_index(pipe, source=source, prune=prune, reader=reader, force=force,
+                                worker_progress=workers.__setitem__)
+        elif console.is_terminal:
+            with BarProgress(console) as bars:
+                summary = run_index(pipe, source=source, prune=prune, reader=reader, force=force,
+                                    worker_progress=bars.worker, phases=bars)
+            workers = bars.workers
         else:
-            summary = run_index(pipe, source=source, prune=prune, progress=log_line, reader=reader, force=force, worker_progress=workers.__setitem__)
+            lines = LineProgress(workers)
+            summary = run_index(pipe, source=source, prune=prune, reader=reader, force=force,
+                                worker_progress=lines.worker, phases=lines)
     finally:
         pipe.close()
     rep = summary.report

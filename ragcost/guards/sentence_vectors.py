@@ -184,6 +184,8 @@ def build_sentence_vectors(index_dir: Path | str, labels: np.ndarray, texts: lis
     for i in todo:
         j = first.setdefault(sents[i], i)
         (unique.append(i) if j == i else repeats.append((i, j)))
+    if progress and unique:
+        progress(0, len(unique))  # the phase's size, before its first part is embedded
     for k in range(0, len(unique), EMBED_BATCH * 8):  # in parts, so progress moves
         part = unique[k:k + EMBED_BATCH * 8]
         vectors[part] = embed_sorted(embedder, [sents[i] for i in part])

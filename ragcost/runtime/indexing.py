@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from time import perf_counter
-from typing import Callable, Optional
+from typing import Callable, Optional, Protocol
 
 import numpy as np
 
@@ -27,6 +27,15 @@ REDACT_KEY_META = "redact_id_key"  # the per-store HMAC key for ids that held pe
 WRITE_BATCH = 32  # documents per transaction: small enough that a kill loses little work
 WRITE_CHUNKS = 512  # ... and fewer documents when they are long, so one transaction stays small
 EMBED_CHUNKS = 128  # chunks per embed call: the progress bar moves at least this often
+
+
+class IndexProgress(Protocol):
+    """What `ragcost index` shows while it works: a line before each long phase saying what it will do, and each
+    phase's progress (``unit`` "chunks" or "sentences"; the first call of a phase has ``done`` 0)."""
+
+    def plan(self, line: str) -> None: ...
+
+    def step(self, unit: str, done: int, total: int) -> None: ...
 
 
 @dataclass
@@ -143,13 +152,23 @@ def run_index(
     reader: Optional[str] = None,
     force: bool = False,
     worker_progress: Optional[Callable[[str, int], None]] = None,
+    phases: Optional[IndexProgress] = None,
 ) -> IndexSummary:
     """Bring the store and the index up to date with the source; return what was done.
 
     ``reader`` overrides source.reader; ``progress(done, total)`` counts chunks; ``force`` lets
     --prune delete even when the read skipped input (otherwise that is refused). Under
     ``executor: ray``, ``worker_progress(worker, chunks)`` says how many chunks each worker embedded.
+    ``phases`` hears every long phase: what it will do before it starts (chunks and documents to embed, the
+    grounded check's sentences after them, the index build) and the progress of the chunk and sentence embedding.
     """
+    if phases is not None:
+        chunk_progress = progress
+
+        def progress(done: int, total: int) -> None:  # type: ignore[no-redef]
+            phases.step("chunks", done, total)
+            if chunk_progress:
+                chunk_progress(done, total)
     summary = IndexSummary()
     if pipe.config.executor == "ray":  # no cluster or no Ray fails now, before the source is read or a model loads
         from ragcost.runtime.ray_executor import preflight
@@ -165,6 +184,8 @@ def run_index(
     todo = _changed(store, docs, summary)
     t0 = perf_counter()
     batches = _chunk_batches(todo, chunker)
+    if phases is not None and batches:
+        phases.plan(_plan_line(pipe, batches, summary))
     if pipe.config.executor == "ray":
         _embed_on_ray_and_write(pipe, store, batches, summary, progress, worker_progress)
     else:
@@ -174,9 +195,21 @@ def run_index(
         gone = sorted(set(store.doc_hashes()) - {d.id for d in docs})
         if gone:
             summary.pruned = store.delete(gone)
-    rebuild_index(pipe, summary)
-    refresh_sentence_vectors(pipe, summary)
+    rebuild_index(pipe, summary, phases)
+    refresh_sentence_vectors(pipe, summary, phases)
     return summary
+
+
+def _plan_line(pipe: Pipeline, batches: list, summary: IndexSummary) -> str:
+    """What this run will embed, said before it starts: a corpus of thousands of chunks is minutes of work."""
+    chunks = sum(len(c) for part in batches for _, _, c in part)
+    docs = sum(len(part) for part in batches)
+    line = (f"to embed: {chunks} chunks of {docs} documents ({summary.unchanged} unchanged) with "
+            f"{pipe.config.embed.model}")
+    if wants_sentence_vectors(pipe):
+        line += ("; then every sentence of the corpus's chunks for the grounded check (sentence_vectors: index; "
+                 "`sentence_vectors: query` embeds only the cited passages' sentences, at query time: docs/guards.md)")
+    return line
 
 
 def wants_sentence_vectors(pipe: Pipeline) -> bool:
@@ -189,7 +222,8 @@ def wants_sentence_vectors(pipe: Pipeline) -> bool:
                for cls, params in pipe.loaded.stage_specs)
 
 
-def refresh_sentence_vectors(pipe: Pipeline, summary: Optional[IndexSummary] = None) -> IndexSummary:
+def refresh_sentence_vectors(pipe: Pipeline, summary: Optional[IndexSummary] = None,
+                             phases: Optional[IndexProgress] = None) -> IndexSummary:
     """Embed the corpus's sentences once, beside the index, when the pipeline's grounded check reads them and
     the current ones were made from other inputs (sentences whose text is unchanged are reused, not embedded)."""
     from ragcost.guards.sentence_vectors import build_sentence_vectors, sentence_fingerprint, up_to_date
@@ -202,7 +236,9 @@ def refresh_sentence_vectors(pipe: Pipeline, summary: Optional[IndexSummary] = N
     m = up_to_date(pipe.config.index_path, fingerprint)
     if m is None:
         labels, texts = store.chunk_column("text")
-        m = build_sentence_vectors(pipe.config.index_path, labels, texts, pipe.embedder, fingerprint, pipe.rebuild_hint())
+        step = (lambda done, total: phases.step("sentences", done, total)) if phases is not None else None
+        m = build_sentence_vectors(pipe.config.index_path, labels, texts, pipe.embedder, fingerprint, pipe.rebuild_hint(),
+                                   progress=step)
         summary.sentences_embedded = m.embedded
         summary.sentence_seconds = m.build_seconds
     summary.sentences, summary.sentence_bytes = m.sentences, m.bytes()
@@ -341,7 +377,8 @@ def _embed_on_ray_and_write(pipe: Pipeline, store, batches: list, summary: Index
                 progress(done, total)
 
 
-def rebuild_index(pipe: Pipeline, summary: Optional[IndexSummary] = None) -> IndexSummary:
+def rebuild_index(pipe: Pipeline, summary: Optional[IndexSummary] = None,
+                  phases: Optional[IndexProgress] = None) -> IndexSummary:
     """(Re)build the index from the stored vectors unless the current one was made from the same inputs."""
     from ragcost.embed.reduce import truncate
     from ragcost.index.artifact import read_manifest, write_artifact
@@ -363,6 +400,10 @@ def rebuild_index(pipe: Pipeline, summary: Optional[IndexSummary] = None) -> Ind
     auto = "" if pipe.index_config.shards else " (from ray.workers: executor: ray builds hnsw in that many shards)"
     check_shards_fit(shards, len(labels), f"{pipe.path}: ", auto)
     index = new_index(pipe.index_config, pipe.dim, pipe.config.embed.precision, shards=shards)
+    if phases is not None:
+        ic = pipe.index_config
+        phases.plan(f"building the index: {ic.backend}/{ic.kind} over {len(labels)} vectors at dim {pipe.dim}"
+                    f"{f' in {shards} shards' if shards > 1 else ''}")
     t0 = perf_counter()
     summary.index_shards, summary.shards_on_ray = _build(pipe, index, vectors, labels)
     seconds = perf_counter() - t0

@@ -1,0 +1,86 @@
+"""`ragcost index` says what each long phase will do before it starts and shows its progress with a rate and the
+time left (issue 42: a corpus's sentence vectors took many minutes with no output, and the user killed it)."""
+
+from __future__ import annotations
+
+import io
+import re
+
+from ragcost.cli.index_progress import LineProgress, duration
+from tests.cli.conftest import run_cli, write_corpus, write_pipeline
+
+GROUNDED = [{"type": "retrieve", "k": 3}, {"type": "generate", "backend": "extractive"},
+            {"type": "guard", "on": "answer", "checks": [{"check": "grounded"}]}]  # sentence_vectors: index, the default
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_lines_give_the_rate_and_the_time_left_at_most_once_a_second():
+    out, clock = io.StringIO(), Clock()
+    p = LineProgress(stream=out, clock=clock)
+    p.plan("to embed: 1000 chunks")
+    clock.t += 10
+    p.step("chunks", 100, 1000)  # 100 in the 10 s since the plan line: 10/s, 900 left
+    clock.t += 0.5
+    p.step("chunks", 150, 1000)  # within the second: not printed
+    clock.t += 0.5
+    p.step("chunks", 200, 1000)
+    clock.t += 80
+    p.step("chunks", 1000, 1000)  # the last is always printed
+    clock.t += 1
+    p.step("sentences", 0, 50)  # a phase that says its size first: timed from here, nothing printed
+    clock.t += 5
+    p.step("sentences", 50, 50)
+    assert out.getvalue().splitlines() == [
+        "to embed: 1000 chunks",
+        "embedded 100/1000 chunks, 10.0 chunks/s, about 1m30s left",
+        "embedded 200/1000 chunks, 18.2 chunks/s, about 44s left",
+        "embedded 1000/1000 chunks, 11.0 chunks/s in 1m31s",
+        "embedded 50/50 sentences, 10.0 sentences/s in 5s",
+    ]
+
+
+def test_ray_workers_stay_at_the_end_of_the_line():
+    out, clock = io.StringIO(), Clock()
+    p = LineProgress(stream=out, clock=clock)
+    p.plan("to embed: 1200 chunks")
+    p.worker("10.0.0.5:4312", 64)
+    p.worker("10.0.0.6:977", 32)
+    clock.t += 2
+    p.step("chunks", 96, 1200)
+    assert out.getvalue().endswith("left (workers: 10.0.0.5:4312 64, 10.0.0.6:977 32)\n")
+
+
+def test_durations():
+    assert [duration(s) for s in (4.4, 59.6, 185, 3720)] == ["4s", "1m00s", "3m05s", "1h02m"]
+
+
+def test_index_says_each_phase_before_it_runs_and_quiet_says_none(tmp_path, capsys):
+    write_corpus(tmp_path / "kb.jsonl")
+    kb = write_pipeline(tmp_path, stages=GROUNDED)
+    code, out, err = run_cli(capsys, "index", kb)
+    assert code == 0, err
+    lines = err.splitlines()
+    plan = next(i for i, x in enumerate(lines) if x.startswith("to embed: "))
+    assert re.match(r"to embed: \d+ chunks of 12 documents \(0 unchanged\) with all-MiniLM-L6-v2; then every sentence "
+                    r".*sentence_vectors: query", lines[plan])
+    chunks = [i for i, x in enumerate(lines) if re.match(r"embedded \d+/\d+ chunks, [\d.]+ chunks/s", x)]
+    build = next(i for i, x in enumerate(lines) if x.startswith("building the index: hnswlib/hnsw over "))
+    sentences = [i for i, x in enumerate(lines) if re.match(r"embedded (\d+)/\1 sentences, [\d.]+ sentences/s in \d+s", x)]
+    assert plan < chunks[0] <= chunks[-1] < build < sentences[0]  # each phase said before it runs, in order
+    assert "sentence vectors for the grounded check" in out
+
+    (tmp_path / "kb.jsonl").write_text((tmp_path / "kb.jsonl").read_text().replace("30 days", "45 days"))
+    code, out, err = run_cli(capsys, "index", kb, "--quiet")
+    assert code == 0, err
+    assert err == "" and "1 embedded" in out  # one changed document: no progress, the summary only
+
+    code, out, err = run_cli(capsys, "index", kb)
+    assert code == 0, err
+    assert "to embed" not in err and "embedded" not in err  # nothing to do: nothing said before it
