@@ -322,6 +322,9 @@ def _print_warnings(err: Any, run: Any) -> None:
 def _print_results(out: Any, run: Any) -> Any:
     """The results table, what was not measured, and the recommendation (returned) with its stages and threshold."""
     emb = f"embedded {run.embedded_documents} documents in {run.embed_seconds:.0f}s" if run.embedded_documents else "corpus vectors from cache"
+    if run.vectors_from_store:
+        emb += (f" ({run.vectors_from_store} chunk vectors taken from the pipeline's store, made by the same model, "
+                "not embedded again)")
     out.print(f"{emb}; query embedding {run.query_embed_ms:.1f} ms/query", highlight=False)
     out.print(results_table(run))
     others = [r for r in run.results if r.status != "ok"]

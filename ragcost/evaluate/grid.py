@@ -145,5 +145,6 @@ def merge_variant(run: Any, vrun: Any, v: Variant) -> Any:
     run.results.extend(vrun.results)
     run.embedded_documents += vrun.embedded_documents
     run.embed_seconds += vrun.embed_seconds
+    run.vectors_from_store += vrun.vectors_from_store
     run.warnings.extend(w for w in vrun.warnings if w not in run.warnings)
     return run

@@ -107,6 +107,7 @@ class EvalRun:
     price_book_version: str
     started_at: str
     store_url: str = ""  # the pipeline's store: the default ledger
+    vectors_from_store: int = 0  # corpus chunk vectors taken from the pipeline's own store (same model), not embedded
     wall_seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
     results: list[ConfigResult] = field(default_factory=list)
@@ -237,6 +238,7 @@ def _prepare(ls: LoadedSpec, pipe: Any, cache_dir: Path, progress: Progress,
         within_pct=spec.within_pct, k=list(spec.k), metric_names=spec.metric_names(), queries=len(queries),
         documents=len(corpus.doc_ids), chunks=len(corpus.labels), native_dim=native,
         embedded_documents=corpus.summary.embedded_documents, embed_seconds=corpus.summary.embed_seconds,
+        vectors_from_store=corpus.summary.vectors_from_store,
         query_embed_ms=float(qv.seconds.mean() * 1000) if len(qv.seconds) else 0.0,
         price_book_version=str(book.version), store_url=pipe.config.store_url,
         started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -26,6 +26,7 @@ class TextVectorCache:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.vectors: dict[str, np.ndarray] = {}
+        self.offered: dict[str, np.ndarray] = {}  # from the pipeline's store, not yet used (never saved unused)
         self._dirty = False
         if path.is_file():
             z = np.load(path, allow_pickle=False)
@@ -37,6 +38,25 @@ class TextVectorCache:
             if h not in self.vectors:
                 self.vectors[h] = np.asarray(v, np.float32)
                 self._dirty = True
+
+    def offer(self, texts: Iterable[str], vectors: np.ndarray) -> set[str]:
+        """Vectors made elsewhere (the pipeline's own store), kept for this run only: saved with the cache only
+        when a chunk of this corpus used them. Returns the hashes offered that the cache did not hold."""
+        new = set()
+        for t, v in zip(texts, vectors):
+            h = text_hash(t)
+            if h not in self.vectors and h not in self.offered:
+                self.offered[h] = np.asarray(v, np.float32)
+                new.add(h)
+        return new
+
+    def take(self, h: str) -> Optional[np.ndarray]:
+        """The vector for a text hash: cached, or offered (then kept in the cache from now on)."""
+        v = self.vectors.get(h)
+        if v is None and h in self.offered:
+            v = self.vectors[h] = self.offered.pop(h)
+            self._dirty = True
+        return v
 
     def save(self) -> None:
         if not self._dirty or not self.vectors:
@@ -55,15 +75,21 @@ class CachedEmbedder:
     def __init__(self, inner: Any, cache: TextVectorCache) -> None:
         self._inner, self._cache = inner, cache
         self.hits = 0
+        self.hit_hashes: set[str] = set()  # the texts answered from the cache (or from the vectors offered to it)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
     def known_vectors(self, texts: list[str]) -> list[Optional[np.ndarray]]:
         """The cached vector of each text, None where the model must embed it (an executor asks before it sends)."""
-        found = [self._cache.vectors.get(text_hash(t)) for t in texts]
-        self.hits += sum(v is not None for v in found)
+        hashes = [text_hash(t) for t in texts]
+        found = [self._cache.take(h) for h in hashes]
+        self._hit([h for h, v in zip(hashes, found) if v is not None])
         return found
+
+    def _hit(self, hashes: list[str]) -> None:
+        self.hits += len(hashes)
+        self.hit_hashes.update(hashes)
 
     def add_vectors(self, texts: list[str], vectors: np.ndarray) -> None:
         """Vectors an executor embedded elsewhere (a Ray worker), kept like the ones ``embed`` makes."""
@@ -71,10 +97,11 @@ class CachedEmbedder:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         hashes = [text_hash(t) for t in texts]
-        missing = [i for i, h in enumerate(hashes) if h not in self._cache.vectors]
+        missing = [i for i, h in enumerate(hashes) if self._cache.take(h) is None]
         if missing:
             self._cache.add([texts[i] for i in missing], self._inner.embed([texts[i] for i in missing]))
-        self.hits += len(texts) - len(missing)
+        gone = set(missing)
+        self._hit([h for i, h in enumerate(hashes) if i not in gone])
         if not texts:
             return self._inner.embed(texts)
         return np.vstack([self._cache.vectors[h] for h in hashes]).astype(np.float32)

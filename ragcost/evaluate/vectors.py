@@ -111,9 +111,11 @@ def embed_corpus(
 ) -> CorpusVectors:
     """Bring the cache store up to date with the dataset's corpus and return its vectors."""
     cp = cache_pipeline(pipe, dataset, cache_dir)
+    seeded = seed_from_store(pipe, cp.embedder._cache)
     # The cache mirrors the dataset: documents gone from it go, even when the read skipped a bad line
     # (those are reported as warnings of the run).
     summary = run_index(cp, prune=True, force=True, progress=progress)
+    summary.vectors_from_store = len(seeded & cp.embedder.hit_hashes) if seeded else 0
     store = cp.store()
     labels, vectors = store.vectors()
     _, chunk_docs = store.chunk_column("doc_id")  # same labels, same (ascending) order
@@ -124,6 +126,37 @@ def embed_corpus(
     pos = {d: i for i, d in enumerate(doc_ids)}
     doc_of = np.fromiter((pos[d] for d in chunk_docs), dtype=np.int64, count=len(chunk_docs))
     return CorpusVectors(labels, vectors, doc_of, doc_ids, summary, cp.config.store_url, cp)
+
+
+def seed_from_store(pipe: Pipeline, cache: Any) -> set[str]:
+    """Offer the text cache the vectors `ragcost index` already stored for this pipeline, when the same model made
+    them (its fingerprint: model files, runtime, precision): a chunk whose text eval makes again is not embedded
+    twice (a user's 4,594 chunks took eval 13 minutes after `index` had embedded them). Matched by text, so a
+    chunking that differs shares the chunks it does not change. Returns the hashes offered; nothing when the store
+    is not there (never created here), was made by another model, or cannot be opened now (held by a server)."""
+    from ragcost.runtime.indexing import EMBEDDER_META, _made_by
+    from ragcost.store import open_store
+
+    file = pipe.store_file
+    if file is not None and not file.is_file():
+        return set()
+    try:
+        store = open_store(pipe.config.store_url, pipe.config.name, pipe.config.fields, read_only=True)
+    except Exception:  # noqa: BLE001  (a server's lock, a database that is down: eval embeds as before)
+        return set()
+    try:
+        made = _made_by(store.get_meta(EMBEDDER_META))
+        if not made or made.get("model") != pipe.embedder.fingerprint():
+            return set()
+        labels, texts = store.chunk_column("text")
+        vlabels, vectors = store.vectors()
+        if len(labels) == 0 or not np.array_equal(labels, vlabels):
+            return set()
+        return cache.offer(texts, vectors)
+    except Exception:  # noqa: BLE001  (an older or partial store: nothing to reuse)
+        return set()
+    finally:
+        store.close()
 
 
 def _text_hash(text: str) -> str:

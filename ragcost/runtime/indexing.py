@@ -57,6 +57,7 @@ class IndexSummary:
     sentences_embedded: int = 0  # ... of which this run embedded (the rest reused by content hash)
     sentence_seconds: float = 0.0
     sentence_bytes: int = 0
+    vectors_from_store: int = 0  # eval's corpus: chunk vectors taken from the pipeline's own store, not embedded
     warnings: list[str] = field(default_factory=list)
     report: IngestReport = field(default_factory=IngestReport)
 
