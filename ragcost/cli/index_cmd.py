@@ -74,6 +74,8 @@ def index(
         )
     else:
         typer.echo(f"index up to date: {summary.vector_count} vectors at {pipe.config.index_path}")
+    for line in summary.prepared:
+        typer.echo(line)
     if summary.sentences:
         typer.echo(f"sentence vectors for the grounded check: {summary.sentences} ({summary.sentences_embedded} embedded, "
                    f"{summary.sentence_seconds:.1f}s, {summary.sentence_bytes / 1e6:.1f} MB)")

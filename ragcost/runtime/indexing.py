@@ -57,6 +57,7 @@ class IndexSummary:
     sentences_embedded: int = 0  # ... of which this run embedded (the rest reused by content hash)
     sentence_seconds: float = 0.0
     sentence_bytes: int = 0
+    prepared: list[str] = field(default_factory=list)  # what stages built beside the index (Stage.prepare)
     vectors_from_store: int = 0  # eval's corpus: chunk vectors taken from the pipeline's own store, not embedded
     warnings: list[str] = field(default_factory=list)
     report: IngestReport = field(default_factory=IngestReport)
@@ -198,7 +199,24 @@ def run_index(
             summary.pruned = store.delete(gone)
     rebuild_index(pipe, summary, phases)
     refresh_sentence_vectors(pipe, summary, phases)
+    prepare_stages(pipe, summary, phases)
     return summary
+
+
+def prepare_stages(pipe: Pipeline, summary: IndexSummary, phases: Optional[IndexProgress] = None) -> None:
+    """What stages keep beside the index from the stored chunks (a hybrid re-rank's BM25 index), built now, so a
+    first query loads it instead of building it. Only the stages that declare such a thing are made here."""
+    from ragcost.stages.base import Stage
+
+    for cls, params in pipe.loaded.stage_specs:
+        if cls.prepare is Stage.prepare:
+            continue
+        stage = cls(params, pipe)
+        if phases is not None and summary.index_built:  # a new corpus revision: it builds (else it loads)
+            phases.plan(f"preparing {stage.name}: what it keeps beside the index")
+        line = stage.prepare()
+        if line:
+            summary.prepared.append(f"{stage.name}: {line}")
 
 
 def _plan_line(pipe: Pipeline, batches: list, summary: IndexSummary) -> str:

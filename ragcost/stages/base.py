@@ -82,6 +82,12 @@ class Stage(ABC):
     def warm_up(self) -> None:
         """Load heavy things once, before the first batch."""
 
+    def prepare(self) -> Optional[str]:
+        """Build what the stage keeps beside the index from the stored chunks (`ragcost index` calls it after the
+        index is built, so the first query loads it instead of building it); a line saying what it built, or
+        None when it keeps nothing. Most stages keep nothing."""
+        return None
+
     def close(self) -> None:
         """Write out what the stage still holds (the pipeline is closing); most stages hold nothing."""
 

@@ -84,3 +84,25 @@ def test_index_says_each_phase_before_it_runs_and_quiet_says_none(tmp_path, caps
     code, out, err = run_cli(capsys, "index", kb)
     assert code == 0, err
     assert "to embed" not in err and "embedded" not in err  # nothing to do: nothing said before it
+
+
+def test_index_builds_the_keyword_index_so_the_first_query_loads_it(tmp_path, capsys, monkeypatch):
+    """A hybrid re-rank's BM25 index is built by `ragcost index`, beside the vector index; a first query used to
+    build it (a 4,594-chunk corpus: ~12 s of a user's first CLI query)."""
+    import bm25s
+
+    write_corpus(tmp_path / "kb.jsonl")
+    kb = write_pipeline(tmp_path, stages=[{"type": "retrieve", "k": 5}, {"type": "rerank", "backend": "hybrid", "top_n": 3}],
+                        useful={"threshold": 0.02})
+    code, out, err = run_cli(capsys, "index", kb)
+    assert code == 0, err
+    assert re.search(r"^rerank:hybrid: keyword index \(BM25, \w+ tokenizer\) for 12 chunks, [\d.]+s -> ", out, re.M)
+    assert "preparing rerank:hybrid" in err
+    assert list((tmp_path / "index").glob("bm25-*"))
+
+    def no_build(*a, **k):
+        raise AssertionError("the first query built the BM25 index")
+
+    monkeypatch.setattr(bm25s.BM25, "index", no_build)
+    code, out, err = run_cli(capsys, "query", kb, "refund", "--json", "--no-ledger")
+    assert code == 0, err

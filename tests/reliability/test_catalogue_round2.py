@@ -68,7 +68,7 @@ class Row:
 
 
 # Progress lines a long command prints on stderr while it works (not a terminal): not part of the error.
-PROGRESS = re.compile(r"^(embedded \d+/\d+ (chunks|sentences).*|to embed: .*|building the index: .*|(loading model|embedding corpus|embedding queries|configurations): \d+/(\d+|\?))\n", re.M)
+PROGRESS = re.compile(r"^(embedded \d+/\d+ (chunks|sentences).*|to embed: .*|building the index: .*|preparing .*|(loading model|embedding corpus|embedding queries|configurations): \d+/(\d+|\?))\n", re.M)
 
 
 class _WithoutProgress:

@@ -45,6 +45,10 @@ class Reranker(ABC):
     def warm_up(self) -> None:
         """Load models or indexes once."""
 
+    def prepare(self) -> Optional[str]:
+        """Build an index the backend keeps beside the vector index, at index time (see Stage.prepare)."""
+        return None
+
     @abstractmethod
     def rerank(self, batch: list[QueryState], usage: UsageRecord) -> None:
         """Set new scores on ``s.hits`` and report ``usage.notes["rerank"]``."""

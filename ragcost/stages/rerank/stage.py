@@ -76,6 +76,9 @@ class Rerank(Stage):
     def warm_up(self) -> None:
         self.backend.warm_up()
 
+    def prepare(self) -> Optional[str]:
+        return self.backend.prepare()
+
     final = True  # the pipeline's last re-rank (set False on earlier ones): it cuts to a requested k
 
     def kept(self, s: QueryState) -> Optional[int]:
