@@ -77,7 +77,7 @@ def plan(
     nbits: int = typer.Option(8, "--nbits", callback=_range(1, 16), help="IVF-PQ bits per code, 1..16."),
     shards: Optional[int] = typer.Option(None, "--shards", callback=_range(1, 1e6), help="Corpus mode: index shards, 1..1,000,000."),
     replicas: Optional[int] = typer.Option(None, "--replicas", callback=_range(1, 1000), help="Corpus mode: copies of every shard, 1..1,000 (default 1)."),
-    instance: str = typer.Option(INSTANCE, "--instance", help="Corpus mode: a time resource of the price book with ram_gib."),
+    instance: Optional[str] = typer.Option(None, "--instance", help="Corpus mode: a time resource of the price book with ram_gib (default: the cheapest of them that holds the shards)."),
     pricing: Path = typer.Option(Path("pricing/default.yaml"), "--pricing", help="Corpus mode: the price book."),
     embed_per_second: float = typer.Option(C.EMBED_PER_SECOND, "--embed-per-second", callback=_range(0, 1e9, lo_open=True),
                                            help="Corpus mode: chunks one worker embeds per second; default measured by "
@@ -205,20 +205,27 @@ def _index_line(chunks: int, dim: int, precision: str, kind: str, m: int, pq_m: 
             f"by the storage formula query and eval charge")
 
 
-def _corpus_lines(chunks: int, dim: int, kind: str, shards: int, replicas: int, instance: str, pricing: Path,
+def _corpus_lines(chunks: int, dim: int, kind: str, shards: int, replicas: int, instance: Optional[str], pricing: Path,
                   m: int, pq_m: Optional[int], nbits: int, embed_per_second: float,
                   workers: Optional[int]) -> list[tuple[str, str, str]]:
     from ragcost.cost.pricebook import TimeResource, load_price_book
 
     if kind not in C.CORPUS_KINDS:
         raise ConfigError(f"corpus mode plans --kind {', '.join(C.CORPUS_KINDS)}; got {kind}")
-    res = load_price_book(pricing).resource(instance, str(pricing))
-    if not isinstance(res, TimeResource) or res.ram_gib is None:
-        raise ConfigError(f"{pricing}: resources.{instance} has no ram_gib; give --instance a time resource with "
-                          f"ram_gib (e.g. {INSTANCE}) or add ram_gib to it")
-    p = C.plan_corpus(chunks, dim, kind, shards, replicas, res.ram_gib * 2**30, res.usd_per_hour, M=m, pq_m=pq_m,
-                      nbits=nbits, embed_per_second=embed_per_second, workers=workers,
-                      vcpus=res.vcpus)
+    book = load_price_book(pricing)
+
+    def planned(name: str, res: TimeResource) -> C.ShardPlan:
+        return C.plan_corpus(chunks, dim, kind, shards, replicas, res.ram_gib * 2**30, res.usd_per_hour, M=m, pq_m=pq_m,
+                             nbits=nbits, embed_per_second=embed_per_second, workers=workers, vcpus=res.vcpus)
+
+    if instance is not None:
+        res = book.resource(instance, str(pricing))
+        if not isinstance(res, TimeResource) or res.ram_gib is None:
+            raise ConfigError(f"{pricing}: resources.{instance} has no ram_gib; give --instance a time resource with "
+                              f"ram_gib (e.g. {INSTANCE}) or add ram_gib to it")
+        p, why = planned(instance, res), "as given (--instance)"
+    else:
+        instance, res, p, why = _cheapest(book, pricing, planned)
     shape = {"hnsw": f"hnswlib M {m}", "ivf_pq": f"faiss IVF-PQ m {pq_m} x {nbits} bits",
              "pgvector-hnsw": f"pgvector hnsw m {m}"}[kind]
     days = p.embed_seconds / 86400
@@ -231,13 +238,40 @@ def _corpus_lines(chunks: int, dim: int, kind: str, shards: int, replicas: int, 
         ("Disk per shard", P.human_bytes(p.disk_bytes),
          "index + float32 vectors + int64 labels" + (" + the vector column in the chunk table" if kind == "pgvector-hnsw" else "")),
         ("Machines", f"{p.machines} x {instance}",
-         f"{res.ram_gib:g} GiB each, {C.USABLE_RAM:.0%} usable: {p.shards_per_machine} shard(s) per machine, "
-         f"x {replicas} replica(s)"),
+         f"{res.ram_gib:g} GiB each, {C.USABLE_RAM:.0%} usable (the rest is headroom for the OS, the query process "
+         f"and the page cache): {p.shards_per_machine} shard(s) per machine, x {replicas} replica(s); {why}"),
         ("$ per month", f"${P.num(p.usd_per_month)}",
          f"{p.machines} x ${P.num(res.usd_per_hour)}/h x {C.HOURS_PER_MONTH} h ({pricing})"),
         ("Embedding time", f"{P.num(p.embed_seconds / 3600)} h = {P.num(days)} days",
          f"{P.num(chunks)} chunks / ({P.num(embed_per_second)} chunks/s per 2-core worker x {p.workers} worker(s))"),
     ]
+
+
+def _cheapest(book: Any, pricing: Path, planned: Callable[[str, Any], Any]) -> tuple[str, Any, Any, str]:
+    """(name, resource, plan, why) of the book's time resource with ram_gib whose machines cost least a month for
+    these shards (fewer machines on a tie); a 64 GiB machine was picked for a 1.65 GiB shard at 6x the price."""
+    from ragcost.cost.pricebook import TimeResource
+
+    sized = [(n, r) for n, r in book.resources.items() if isinstance(r, TimeResource) and r.ram_gib is not None]
+    if not sized:
+        raise ConfigError(f"{pricing}: no resource has ram_gib; add ram_gib to the instance the index runs on, or "
+                          f"give --instance")
+    fits, refused = [], []
+    for name, res in sized:
+        try:
+            fits.append((name, res, planned(name, res)))
+        except ConfigError as e:
+            refused.append((res.ram_gib, name, str(e)))
+    if not fits:
+        ram, name, why = max(refused)
+        raise ConfigError(f"no instance of {pricing} holds a shard; the largest, {name}: {why}")
+    fits.sort(key=lambda f: (f[2].usd_per_month, f[2].machines, f[0]))
+    name, res, p = fits[0]
+    others = "; ".join(f"{n} ${P.num(q.usd_per_month)}" for n, _, q in fits[1:])
+    why = (f"the cheapest of the {len(sized)} instance(s) with ram_gib in the book that hold(s) the shards"
+           + (f" (also: {others})" if others else "")
+           + (f"; too small: {', '.join(n for _, n, _ in sorted(refused))}" if refused else ""))
+    return name, res, p, why
 
 
 _IDLE = {"fully loaded": "idle hours paid (the instance stays on)",

@@ -207,3 +207,28 @@ class TestCorpusInputsThatCannotBe:
         code, out, err = run(capsys, "--chunks", "1000", "--dim", "384", "--kind", "hnsw", "--shards", "1", "--pricing", str(book))
         assert code == 1 and err.count("\n") == 1 and out == ""
         assert re.search(rf"^error: {re.escape(str(book))}:\d+:\d+: {message}", err), err
+
+
+class TestCheapestInstance:
+    """Issue 42: corpus mode picked the book's 64 GiB machine ($772.6 a month for 1M chunks on 2 replicas) where the
+    4 GiB one holds the 1.66 GiB shard ($130.3)."""
+
+    ONE_M = ["--chunks", "1_000_000", "--dim", "384", "--kind", "hnsw", "--replicas", "2"]
+
+    def test_the_cheapest_instance_that_holds_the_shards_is_picked_and_the_others_named(self, capsys):
+        code, out, err = run(capsys, *self.ONE_M)
+        assert code == 0, err
+        # 2 machines x $0.08925/h x 730 h against 2 x $0.5292/h x 730 h (pricing/default.yaml)
+        assert "Machines: 2 x cpu " in out and "$ per month: $130.3 " in out
+        assert "the cheapest of the 2 instance(s)" in out and "also: r7i-2xlarge $772.6" in out
+        assert "80% usable (the rest is headroom" in out
+
+    def test_an_instance_too_small_for_a_shard_is_passed_over_and_named(self, capsys):
+        code, out, err = run(capsys, "--chunks", "100_000_000", "--dim", "384", "--kind", "hnsw", "--shards", "32")
+        assert code == 0, err
+        assert "x r7i-2xlarge " in out and "too small: cpu" in out  # a 5.2 GiB shard in 3.2 usable GiB: no
+
+    def test_an_instance_given_is_used_even_when_dearer(self, capsys):
+        code, out, err = run(capsys, *self.ONE_M, "--instance", "r7i-2xlarge")
+        assert code == 0, err
+        assert "Machines: 2 x r7i-2xlarge " in out and "as given (--instance)" in out and "$ per month: $772.6 " in out
