@@ -1,4 +1,4 @@
-"""`ragcost index PIPELINE [--source PATH] [--reader NAME] [--prune [--force]] [--ray ADDRESS] [--quiet]`."""
+"""`ragcost index PIPELINE [--source PATH] [--reader NAME] [--prune [--force]] [--ray ADDRESS] [--quiet] [--dry-run]`."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ def index(
     force: bool = typer.Option(False, "--force", help="with --prune: delete even when the read skipped files or lines"),
     ray: Optional[str] = typer.Option(None, "--ray", metavar="ADDRESS", help="embed on the Ray cluster at ADDRESS (host:port as `ray start --head` prints it, or auto) instead of the pipeline's executor"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress: only the summary, warnings and errors"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="say what would be embedded, how long it would take (measured on a sample) and what it would cost; write nothing"),
 ) -> None:
     """Read the source, embed only new or changed documents, and rebuild the index if anything changed."""
     from rich.console import Console
@@ -32,6 +33,14 @@ def index(
         from ragcost.runtime.ray_executor import use_ray
 
         pipe.config = use_ray(pipe.config, ray)
+    if dry_run:
+        if prune or force:
+            raise typer.BadParameter("--dry-run estimates the embedding; it does not prune", param_hint="--dry-run")
+        try:
+            _dry_run(pipe, source, reader)
+        finally:
+            pipe.close()
+        return
     workers: dict[str, int] = {}
     try:
         if quiet:
@@ -79,3 +88,30 @@ def index(
     if summary.sentences:
         typer.echo(f"sentence vectors for the grounded check: {summary.sentences} ({summary.sentences_embedded} embedded, "
                    f"{summary.sentence_seconds:.1f}s, {summary.sentence_bytes / 1e6:.1f} MB)")
+
+
+def _dry_run(pipe, source: Optional[str], reader: Optional[str]) -> None:
+    """`index --dry-run`: the counts, the measured time and the dollars, one line each; nothing written."""
+    from ragcost.cli.index_progress import duration
+    from ragcost.runtime.index_estimate import estimate_index
+
+    est = estimate_index(pipe, source=source, reader=reader)
+    c, st = est.chunks, est.sentences
+    typer.echo(f"dry run: nothing embedded or written ({pipe.config.embed.model} on {est.resource})")
+    if est.re_embed_reason:
+        typer.echo(f"note: {est.re_embed_reason}")
+    typer.echo(f"documents: {est.documents} read, {est.unchanged} unchanged, {est.embed_documents} to embed")
+    if c.texts:
+        typer.echo(f"chunks: {c.texts} to embed ({c.tokens} tokens): about {duration(c.seconds)}, ${c.usd:.6f} "
+                   f"(measured: {c.sample} of them in {c.sample_seconds:.2f}s, {c.sample_cpu_seconds:.2f} CPU-s)")
+    else:
+        typer.echo("chunks: none to embed")
+    if st is not None:
+        if st.texts:
+            typer.echo(f"sentences for the grounded check: {st.texts} at most: about {duration(st.seconds)}, ${st.usd:.6f} "
+                       f"(measured: {st.sample} of them in {st.sample_seconds:.2f}s); sentence_vectors: query embeds only "
+                       "the cited passages' sentences, at query time (docs/guards.md)")
+        else:
+            typer.echo("sentences for the grounded check: none new")
+    typer.echo(f"total: about {duration(est.seconds)}, ${est.usd:.6f}, then the index build and what stages keep "
+               "beside it (seconds for most corpora); run without --dry-run to index")

@@ -97,17 +97,43 @@ def _chunker(pipe: Pipeline):
     return Chunker(pipe.embedder.tokenizer, size, overlap, tail=ch.tail, min_tail=ch.min_tail, title=ch.title)
 
 
-def _redact(pipe: Pipeline, docs: list[SourceDocument], report: IngestReport) -> list[SourceDocument]:
-    """Documents (ids included) and report lines as they may be stored and printed under ``redact:``."""
+def read_only_store(pipe: Pipeline):
+    """The pipeline's store opened read-only, or None when it does not exist yet (it is never created here)."""
+    from ragcost.store import open_store
+
+    file = pipe.store_file
+    if file is not None and not file.is_file():
+        return None
+    return open_store(pipe.config.store_url, pipe.config.name, pipe.config.fields, read_only=True)
+
+
+def stored_meta(pipe: Pipeline, key: str) -> Optional[str]:
+    """One meta value of the pipeline's store, read without creating the store."""
+    store = read_only_store(pipe)
+    if store is None:
+        return None
+    try:
+        return store.get_meta(key)
+    finally:
+        store.close()
+
+
+def _redact(pipe: Pipeline, docs: list[SourceDocument], report: IngestReport,
+            write_key: bool = True) -> list[SourceDocument]:
+    """Documents (ids included) and report lines as they may be stored and printed under ``redact:``.
+    ``write_key=False`` (a dry run): the store's key when it has one, else a throwaway one; nothing is written."""
     import secrets
 
     from ragcost.guards import redact_document, redact_document_text
 
-    store = pipe.store()
-    key = store.get_meta(REDACT_KEY_META)
-    if key is None:  # made once per store, so the same source id always maps to the same stored id
-        key = secrets.token_hex(32)
-        store.set_meta(REDACT_KEY_META, key)
+    if write_key:
+        store = pipe.store()
+        key = store.get_meta(REDACT_KEY_META)
+        if key is None:  # made once per store, so the same source id always maps to the same stored id
+            key = secrets.token_hex(32)
+            store.set_meta(REDACT_KEY_META, key)
+    else:
+        key = stored_meta(pipe, REDACT_KEY_META) or secrets.token_hex(32)
     checks = pipe.config.redact
     report.skipped = [redact_document_text(x, checks) for x in report.skipped]
     report.duplicates = [redact_document_text(x, checks) for x in report.duplicates]
@@ -264,7 +290,8 @@ def refresh_sentence_vectors(pipe: Pipeline, summary: Optional[IndexSummary] = N
     return summary
 
 
-def _read(pipe: Pipeline, source: Optional[str], reader: Optional[str], summary: IndexSummary) -> list[SourceDocument]:
+def _read(pipe: Pipeline, source: Optional[str], reader: Optional[str], summary: IndexSummary,
+          write_key: bool = True) -> list[SourceDocument]:
     """The source's documents (one per id, redacted when the pipeline says so); skipped input is reported."""
     from ragcost.ingest.readers import dedupe, read_source
 
@@ -280,7 +307,7 @@ def _read(pipe: Pipeline, source: Optional[str], reader: Optional[str], summary:
         raise IngestError(redact_document_text(str(e), pipe.config.redact)) from None  # it may quote a value
     if pipe.config.redact:
         # Before hashing, chunking and storing: the store and the index only ever see redacted text.
-        docs = _redact(pipe, docs, report)
+        docs = _redact(pipe, docs, report, write_key)
     if not docs and report.skipped:
         raise IngestError(f"{path or reader}: no documents read; skipped {len(report.skipped)} input(s): {report.first_skipped()}")
     summary.documents = len(docs)

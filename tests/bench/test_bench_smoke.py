@@ -172,3 +172,14 @@ def test_useful_features_prints_each_feature_sets_figures_per_seed(tmp_path, cap
             continue
         assert len(got["seeds"]) == 2 and isinstance(got["meets_targets"], bool)
         assert {"total_ratio", "corr", "zero_credit", "zero_share"} == set(got["seeds"][0])
+
+
+def test_index_estimate_prints_the_dry_runs_figures_beside_the_real_runs(tmp_path, capsys):
+    from bench import index_estimate
+    from tests.evaluate.conftest import write_beir
+
+    write_beir(tmp_path / "data" / "synth", n_docs=48)
+    index_estimate.main(["--dataset", "synth", "--data", str(tmp_path / "data"), "--docs", "20"])
+    out = printed(capsys)
+    assert out["documents"] == 20 and out["chunks"]["estimated"] == out["chunks"]["embedded"] > 0
+    assert out["chunks"]["sample"] == min(64, out["chunks"]["estimated"]) and out["chunks"]["ratio"] > 0

@@ -106,3 +106,50 @@ def test_index_builds_the_keyword_index_so_the_first_query_loads_it(tmp_path, ca
     monkeypatch.setattr(bm25s.BM25, "index", no_build)
     code, out, err = run_cli(capsys, "query", kb, "refund", "--json", "--no-ledger")
     assert code == 0, err
+
+
+def _summary_counts(out: str) -> tuple[int, int]:
+    chunks = int(re.search(r"\((\d+) chunks, ", out).group(1))
+    m = re.search(r"sentence vectors for the grounded check: \d+ \((\d+) embedded", out)
+    return chunks, int(m.group(1)) if m else 0
+
+
+def test_dry_run_counts_what_index_then_embeds_and_writes_nothing(tmp_path, capsys):
+    """#42 item 2: the counts, a measured time and the dollars before anything is embedded; nothing written (no
+    store created, a stored corpus left as it was)."""
+    write_corpus(tmp_path / "kb.jsonl")
+    kb = write_pipeline(tmp_path, stages=GROUNDED)
+    code, out, err = run_cli(capsys, "index", kb, "--dry-run")
+    assert code == 0, err
+    assert not (tmp_path / "kb.duckdb").exists() and not (tmp_path / "index").exists()
+    m = re.search(r"^chunks: (\d+) to embed \(\d+ tokens\): about \d+\w*s?, \$[\d.]+ \(measured: (\d+) of them in ", out, re.M)
+    s = re.search(r"^sentences for the grounded check: (\d+) at most: about ", out, re.M)
+    assert m and s, out
+    assert "documents: 12 read, 0 unchanged, 12 to embed" in out and re.search(r"^total: about .*, \$[\d.]+, then", out, re.M)
+
+    code, real, err = run_cli(capsys, "index", kb, "--quiet")
+    assert code == 0, err
+    assert _summary_counts(real) == (int(m.group(1)), int(s.group(1)))  # the dry run's counts are what index embedded
+
+    (tmp_path / "kb.jsonl").write_text((tmp_path / "kb.jsonl").read_text().replace("30 days", "45 days"))
+    before = (tmp_path / "kb.duckdb").read_bytes()
+    code, out, err = run_cli(capsys, "index", kb, "--dry-run")
+    assert code == 0, err
+    assert "documents: 12 read, 11 unchanged, 1 to embed" in out and "chunks: 1 to embed" in out
+    assert (tmp_path / "kb.duckdb").read_bytes() == before  # read only: not a byte of the store changed
+    code, real, err = run_cli(capsys, "index", kb, "--quiet")
+    assert code == 0 and _summary_counts(real)[0] == 1
+
+
+def test_dry_run_of_a_redacting_pipeline_creates_no_store_for_its_key(tmp_path, capsys):
+    write_corpus(tmp_path / "kb.jsonl")
+    kb = write_pipeline(tmp_path, redact=["pii"])
+    code, out, err = run_cli(capsys, "index", kb, "--dry-run")
+    assert code == 0, err
+    assert "12 to embed" in out and not (tmp_path / "kb.duckdb").exists()
+
+
+def test_dry_run_does_not_prune(tmp_path, capsys):
+    write_corpus(tmp_path / "kb.jsonl")
+    code, out, err = run_cli(capsys, "index", write_pipeline(tmp_path), "--dry-run", "--prune")
+    assert code == 2 and "--dry-run estimates the embedding; it does not prune" in err
