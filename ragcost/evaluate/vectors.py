@@ -134,15 +134,13 @@ def seed_from_store(pipe: Pipeline, cache: Any) -> set[str]:
     twice (a user's 4,594 chunks took eval 13 minutes after `index` had embedded them). Matched by text, so a
     chunking that differs shares the chunks it does not change. Returns the hashes offered; nothing when the store
     is not there (never created here), was made by another model, or cannot be opened now (held by a server)."""
-    from ragcost.runtime.indexing import EMBEDDER_META, _made_by
-    from ragcost.store import open_store
+    from ragcost.runtime.indexing import EMBEDDER_META, _made_by, read_only_store
 
-    file = pipe.store_file
-    if file is not None and not file.is_file():
-        return set()
     try:
-        store = open_store(pipe.config.store_url, pipe.config.name, pipe.config.fields, read_only=True)
+        store = read_only_store(pipe)  # None when there is none: never created here
     except Exception:  # noqa: BLE001  (a server's lock, a database that is down: eval embeds as before)
+        return set()
+    if store is None:
         return set()
     try:
         made = _made_by(store.get_meta(EMBEDDER_META))

@@ -13,7 +13,7 @@ Nothing is written: no store is created, the store's rows and meta stay as they 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
@@ -53,7 +53,6 @@ class IndexEstimate:
     sentences: Optional[Phase]  # None: the pipeline's grounded check reads no index-time sentence vectors
     resource: str
     re_embed_reason: Optional[str] = None
-    notes: list[str] = field(default_factory=list)
 
     @property
     def seconds(self) -> float:
@@ -101,7 +100,6 @@ def estimate_index(pipe: Pipeline, source: Optional[str] = None, reader: Optiona
         if unique:
             _measure(emb, [unique[i] for i in rng.choice(len(unique), min(sample_sentences, len(unique)), replace=False)],
                      est.sentences, sort=True)
-        est.notes.append("sentences: at most this many (a sentence an earlier build embedded is reused by its text)")
     _price(pipe, est)
     return est
 
