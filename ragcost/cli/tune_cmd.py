@@ -22,6 +22,7 @@ def tune(
     write: bool = typer.Option(False, "--write", help="write the chosen configuration into the pipeline YAML, with comments"),
     max_queries: Optional[int] = typer.Option(None, "--max-queries", callback=in_range(1, 10**9, "the number of judged queries to evaluate"), help="evaluate only the first N judged queries (N >= 1)"),
     cache_dir: Path = typer.Option(Path(".ragcost/eval"), "--cache-dir", help="where corpus and query vectors are cached"),
+    traffic: Optional[str] = typer.Option(None, "--traffic", metavar="one|serve|N", help="the traffic the $ are priced at, as eval's --traffic: one (a query at a time), serve (the batch serve's window forms) or N (batches of N); default: serve when the pipeline sets serve.batch_window_ms, else one. tune picks what eval picks at the same traffic"),
 ) -> None:
     """Find eval's pick (the cheapest configuration by $ per useful document within the floor) without the full grid."""
     from rich.console import Console
@@ -40,7 +41,7 @@ def tune(
         check_editable(ls.pipeline_path)
     cb, bar = _progress_runner(Console(stderr=True, soft_wrap=True))
     with bar:
-        rep = run_tune(ls, floor, cache_dir, progress=cb)
+        rep = run_tune(ls, floor, cache_dir, progress=cb, traffic=traffic)
     for line in summary_lines(rep):
         out.print(_m(line), highlight=False)
     out.print(f"ran {rep.ran} of the full grid's {rep.full_grid} configurations", highlight=False)

@@ -63,6 +63,7 @@ class Skip:
     stop: Optional[ConfigResult] = None  # the measured configuration below the floor the skip rests on
     variant: bool = False  # a whole variant: opening it walks it
     at: Optional[tuple[int, str]] = None  # an approximate build skipped for its exact search at this (dim, precision)
+    bound: Optional[float] = None  # exact-bound: the $ per useful document the skipped builds cannot beat
     opened: str = ""  # the failed check that made the walk measure it after all
 
     @property
@@ -87,6 +88,7 @@ class TuneReport:
     resampler: Any = None  # evaluate.intervals' shared resampler over the queries; None: too few, point estimates
     power: Any = None  # evaluate.power.FloorPower: what the judgments can detect of the floor
     notes: list[str] = field(default_factory=list)
+    traffic: dict = field(default_factory=dict)  # the traffic every $ of the walk is priced at (evaluate.traffic)
 
     @property
     def ran(self) -> int:
@@ -198,10 +200,10 @@ class _Walk:
         return r
 
     def skip(self, assumption: str, why: str, vi: int, cands: list[Candidate], stop: Optional[ConfigResult] = None,
-             variant: bool = False, at: Optional[tuple[int, str]] = None) -> None:
+             variant: bool = False, at: Optional[tuple[int, str]] = None, bound: Optional[float] = None) -> None:
         cands = [c for c in cands if (vi, c.name) not in self.done]
         if cands:
-            self.report.skips.append(Skip(assumption, why, vi, cands, stop, variant, at))
+            self.report.skips.append(Skip(assumption, why, vi, cands, stop, variant, at, bound))
 
     def incumbent(self) -> Optional[ConfigResult]:
         ok = [s.result for s in self.report.steps if self.passes(s.result) and s.result.usd_per_useful is not None]
@@ -237,11 +239,16 @@ def _reference(cands: list[Candidate]) -> Optional[Candidate]:
 
 
 def tune(ls: LoadedSpec, floor: Optional[float] = None, cache_dir: Path = DEFAULT_CACHE, progress: Progress = _noop,
-         measured: Optional[list[ConfigResult]] = None) -> TuneReport:
+         measured: Optional[list[ConfigResult]] = None, traffic: Optional[str] = None) -> TuneReport:
     """Walk the spec's grid to eval's pick: within ``floor`` x the best quality (default: the spec's within_pct).
 
-    ``measured``: an eval run's results of this spec (``run_eval(ls).results``): the walk takes each
-    configuration's measurement from them instead of timing it again, so its decisions alone are compared.
+    ``traffic``: one, serve or a batch size, as eval's (:mod:`ragcost.evaluate.traffic`); None: the pipeline's.
+    Every $ of the walk is priced at it, the bound that skips a build included: a bound taken at another
+    traffic than the measurements it is compared with is no bound (one at a time, a query's embedding
+    costs several times what it does in batches of 64).
+    ``measured``: an eval run's results of this spec (``run_eval(ls, traffic=...).results``, at the same
+    ``traffic``): the walk takes each configuration's measurement from them instead of timing it again, so
+    its decisions alone are compared.
     """
     from ragcost.errors import ConfigError
     from ragcost.runtime.pipeline import Pipeline
@@ -257,7 +264,8 @@ def tune(ls: LoadedSpec, floor: Optional[float] = None, cache_dir: Path = DEFAUL
     try:
         vs = variants(ls.spec, pipe)
         for v in vs:
-            _, ev, cands = _prepare(ls, v.pipe, cache_dir, progress)
+            vrun, ev, cands = _prepare(ls, v.pipe, cache_dir, progress, traffic=traffic)
+            walk.report.traffic = vrun.traffic
             walk.prepared.append((v, ev, cands))
             walk.report.full_grid += len(cands)
         from ragcost.evaluate.intervals import resampler, too_few
@@ -404,13 +412,13 @@ def _walk_indexes(walk: _Walk, vi: int, cands: list[Candidate], passed: dict) ->
         lb = _lower_bound(ev, first, ceiling)
         if _dominated(lb, inc):
             walk.skip("exact-bound", f"{label}: dominated before building (at best ${lb:.3g}/useful, "
-                      f"${inc.usd_per_useful:.3g} of {inc.name})", vi, group, ceiling)
+                      f"${inc.usd_per_useful:.3g} of {inc.name})", vi, group, ceiling, bound=lb)
             continue
         index, build_s, nbytes = walk.index_bytes(vi, first)
         lb = _lower_bound(ev, first, ceiling, nbytes)
         if _dominated(lb, inc):
             walk.skip("exact-bound", f"{label}: dominated once built ({nbytes / len(ev.corpus.labels):.0f} B/vector: "
-                      f"at best ${lb:.3g}/useful, ${inc.usd_per_useful:.3g} of {inc.name})", vi, group, ceiling)
+                      f"at best ${lb:.3g}/useful, ${inc.usd_per_useful:.3g} of {inc.name})", vi, group, ceiling, bound=lb)
             continue
         _sweep(walk, vi, group, index, build_s, ceiling)
 
@@ -631,7 +639,10 @@ def summary_lines(rep: TuneReport) -> list[str]:
     rs = rep.resampler
     how = (f"within the floor: the {rs.level:.0%} interval of quality / best (paired bootstrap over {rs.n} queries, "
            f"{rs.resamples} resamples) reaches it; cheaper only beyond the noise" if rs is not None else "point estimates")
-    out = [f"best {q} measured: {rep.best_quality:.4f}; floor {rep.floor:g} x best = {rep.threshold():.4f} ({how})", *rep.notes]
+    out = [f"best {q} measured: {rep.best_quality:.4f}; floor {rep.floor:g} x best = {rep.threshold():.4f} ({how})"]
+    if rep.traffic.get("label"):
+        out.append(f"priced at: {rep.traffic['label']}")
+    out.extend(rep.notes)
     if rep.power is not None:
         out.append(rep.power.line())
         if rep.power.warning():

@@ -226,3 +226,55 @@ class TestBadTune:
         spec = write_spec(tmp_path, f"grid:\n  - index: {REPO}/indexes/hnsw-m16.yaml")
         with pytest.raises(ConfigError, match="tune needs a flat index in the grid"):
             tune(load_spec(spec), 0.98, tmp_path / "cache")
+
+
+class TestTraffic:
+    """tune prices at a traffic, as eval does, and its bound with it: eval --traffic 64 and a tune at its default
+    (one at a time) compared a bound whose query embedding alone cost more than whole configurations measured in
+    64s, and skipped SciFact's ivf-flat d384 as dominated where eval picked it (CI, stop 50)."""
+
+    @pytest.fixture(scope="class")
+    def at16(self, tmp_path_factory):
+        folder = tmp_path_factory.mktemp("traffic")
+        write_beir(folder / "data" / "synth", n_docs=160)
+        spec = write_spec(folder, GRID, dims=[32], precisions=["float32"], k=[10])  # 1 exact, 6 approximate
+        full = run_eval(load_spec(spec), folder / "cache", traffic="16")
+        return folder, spec, full, tune(load_spec(spec), 0.98, folder / "cache", measured=full.results, traffic="16")
+
+    def test_the_walk_is_priced_at_the_traffic_given_and_says_so(self, at16):
+        _, _, full, rep = at16
+        assert rep.traffic == full.traffic and rep.traffic["batch"] == 16
+        assert f"priced at: {full.traffic['label']}" in summary_lines(rep)
+
+    def test_a_bound_is_at_or_below_what_eval_charges_each_build_it_prices_at_that_traffic(self, at16):
+        from ragcost.evaluate.run import _noop, _prepare
+        from ragcost.evaluate.tune import _lower_bound
+        from ragcost.runtime.pipeline import Pipeline
+
+        folder, spec, full, _ = at16
+        ls = load_spec(spec)
+        pipe = Pipeline.load(ls.pipeline_path, judge=False)
+        try:
+            _, ev, cands = _prepare(ls, pipe, folder / "cache", _noop, traffic="16")
+            by = {r.name: r for r in full.ok()}
+            checked = 0
+            for c in cands:
+                r = by[c.name]
+                flat = max((x for x in full.ok() if x.kind == "flat" and (x.dim, x.precision) == (c.dim, c.precision)),
+                           key=lambda x: x.useful)
+                bound = _lower_bound(ev, c, flat, int(r.index_bytes))
+                if bound is not None and c.index_config.kind != "flat":
+                    assert bound * flat.useful <= r.total_usd, c.name  # embed + storage, never the search: below
+                    checked += 1
+            assert checked >= 6
+        finally:
+            pipe.close()
+
+    def test_the_cli_takes_traffic_and_refuses_a_bad_one_in_a_line(self, at16, capsys):
+        folder, spec, _, _ = at16
+        assert main(["tune", str(spec), "--traffic", "16", "--cache-dir", str(folder / "cache")]) == 0
+        out = capsys.readouterr().out
+        assert "priced at: batches of 16" in out
+        assert main(["tune", str(spec), "--traffic", "x", "--cache-dir", str(folder / "cache")]) != 0
+        err = capsys.readouterr().err
+        assert "--traffic 'x': use one, serve or a batch size" in err and "Traceback" not in err
