@@ -253,6 +253,18 @@ class Ledger:
         # DuckDB allows one writing process: release the file as soon as a command is done.
         self.engine.dispose()
 
+    def checkpoint(self) -> None:
+        """DuckDB: write what the WAL holds into the file now, the work closing would do (a no-op elsewhere). A
+        process about to stamp its exit does this first, so the close after the stamp has little left to write."""
+        if self.engine.url.get_backend_name() != "duckdb":
+            return
+        with self.engine.connect() as conn:
+            try:
+                conn.exec_driver_sql("CHECKPOINT")
+                conn.commit()
+            except sa.exc.DBAPIError:  # another connection holds a transaction open: closing will checkpoint
+                conn.rollback()
+
     def __enter__(self) -> "Ledger":
         return self
 
@@ -400,6 +412,18 @@ class Ledger:
             values["stopping_at"] = _naive_utc(stopping_at)
         with self.engine.begin() as conn:
             conn.execute(sa.update(lifetimes).where(lifetimes.c.lifetime_id == lifetime_id).values(**values))
+
+    def raise_call(self, run_id: str, call_id: str, query_ids: list[str], cpu_seconds: float, cost_usd: float) -> None:
+        """Add CPU a shared call used after its rows were written (a batch process's exit handler: writing those rows)
+        to each of its rows, and its per-query ``cost_usd`` share to the rows and to their queries: one transaction."""
+        if not query_ids or (cpu_seconds <= 0 and cost_usd <= 0):
+            return
+        with self.engine.begin() as conn:
+            conn.execute(sa.update(stage_calls).where(stage_calls.c.run_id == run_id, stage_calls.c.call_id == call_id)
+                         .values(cpu_seconds=sa.func.coalesce(stage_calls.c.cpu_seconds, 0.0) + cpu_seconds,
+                                 cost_usd=stage_calls.c.cost_usd + cost_usd))
+            conn.execute(sa.update(queries).where(queries.c.query_id.in_(query_ids))
+                         .values(cost_usd=queries.c.cost_usd + cost_usd))
 
     def add_to_queries(self, run_id: str, query_ids: list[str], rows: list[dict[str, Any]]) -> None:
         """Stage rows of calls shared by queries already written (a batch process's start-up CPU and the CPU
