@@ -66,6 +66,8 @@ def index(
         typer.echo(f"warning: {len(rep.duplicates)} duplicate id(s) in the source, the last occurrence kept: " + ", ".join(rep.duplicates[:5]))
     for line in rep.id_clashes[:5]:
         typer.echo(f"warning: duplicate id: {line}")
+    for line in rep.notes():
+        typer.echo(f"note: {line}")
     for w in summary.warnings:
         typer.echo(f"warning: {w}")
     typer.echo(

@@ -19,6 +19,9 @@ DEFAULT_PRICING = "pricing/default.yaml"  # a pipeline without pricing: falls ba
 class SourceConfig(Strict):
     path: Optional[str] = Field(None, description="file or folder, relative to the pipeline file")
     reader: Optional[str] = Field(None, description="jsonl | csv | parquet | folder | beir | pydoc-topics; inferred from path when omitted")
+    duplicates: Literal["once", "keep"] = Field(
+        "once", description="folder: files with the same bytes; once = the first by path is read and the copies named, "
+                            "keep = every copy is a document")
 
 
 class ChunkingConfig(Strict):

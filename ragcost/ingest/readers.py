@@ -11,6 +11,7 @@ filters match.
 from __future__ import annotations
 
 import csv
+import datetime
 import gzip
 import io
 import json
@@ -27,11 +28,12 @@ from ragcost.registry import Registry
 
 Reader = Callable[[Path | None, dict[str, FieldType], IngestReport], Iterator[SourceDocument]]
 reader_registry: Registry[Reader] = Registry("reader")
-TEXT_SUFFIXES = (".txt", ".md")
 
 
-def read_source(path: str | None, reader: str | None, fields: dict[str, FieldType], report: IngestReport) -> Iterator[SourceDocument]:
-    """Documents from ``path`` with the named reader, or the one its path implies; counts them in ``report.read``."""
+def read_source(path: str | None, reader: str | None, fields: dict[str, FieldType], report: IngestReport,
+                duplicates: str = "once") -> Iterator[SourceDocument]:
+    """Documents from ``path`` with the named reader, or the one its path implies; counts them in ``report.read``.
+    ``duplicates``: the folder reader's rule for byte-identical files (source.duplicates)."""
     p = Path(path).expanduser() if path else None
     if reader is None:
         if p is None:
@@ -42,7 +44,8 @@ def read_source(path: str | None, reader: str | None, fields: dict[str, FieldTyp
     fn = reader_registry.get(reader)
     if p is not None and not p.exists():
         raise IngestError(f"source not found: {p}; pass --source or set source: in the pipeline")
-    for doc in fn(p, fields, report):
+    docs = read_folder(p, fields, report, duplicates) if fn is read_folder else fn(p, fields, report)
+    for doc in docs:
         report.read += 1
         yield doc
 
@@ -203,8 +206,9 @@ def _type_fix(value: Any, ft: FieldType, err: ValueError) -> str:
     return f"; expected {ft.spec}: fix the value or declare the field as {spec}"
 
 
-def _read_bytes(p: Path, report: IngestReport) -> bytes | None:
-    """A text file's bytes (gunzipped for .gz), or None (reported) when it is unreadable, empty or binary."""
+def _read_bytes(p: Path, report: IngestReport, binary: bool = False) -> bytes | None:
+    """A text file's bytes (gunzipped for .gz), or None (reported) when it is unreadable, empty or binary
+    (``binary``: a file binary by nature, a PDF: unreadable or empty only)."""
     try:
         raw = p.read_bytes()
     except OSError as e:
@@ -219,10 +223,23 @@ def _read_bytes(p: Path, report: IngestReport) -> bytes | None:
     if not raw.strip():
         report.skip(str(p), "empty file")
         return None
+    if binary:
+        return raw
     nul = raw.find(b"\0", 0, 8192)
     if nul >= 0:
         # text never holds NUL: this is a binary file, and reading it line by line would only report noise
         report.skip(str(p), f"binary file (NUL byte at offset {nul}), not text; point the source at a text file")
+        return None
+    return raw
+
+
+def _read_pdf_bytes(p: Path, report: IngestReport) -> bytes | None:
+    """A PDF's bytes (binary by nature), or None (reported) when unreadable, empty or not a PDF at all."""
+    raw = _read_bytes(p, report, binary=True)
+    if raw is None:
+        return None
+    if b"%PDF-" not in raw[:1024]:
+        report.skip(str(p), "not a PDF (no %PDF- header); rename it to its real kind")
         return None
     return raw
 
@@ -355,26 +372,57 @@ def read_parquet(path: Path | None, fields: dict[str, FieldType], report: Ingest
 
 
 @reader_registry.register("folder")
-def read_folder(path: Path | None, fields: dict[str, FieldType], report: IngestReport) -> Iterator[SourceDocument]:
-    """Every .txt/.md file below a folder; id = relative posix path, title = first '# ' heading or the stem."""
+def read_folder(path: Path | None, fields: dict[str, FieldType], report: IngestReport,
+                duplicates: str = "once") -> Iterator[SourceDocument]:
+    """Every file below a folder that a reader reads (text, Markdown, reStructuredText, HTML, PDF:
+    :mod:`ragcost.ingest.formats`); id = relative posix path (a PDF page: ``path#page=N``), title = the file's own
+    (front matter, heading, <title>, /Title) or the stem. The file's own metadata fills the declared fields; the
+    others are named once in the report, as are files of other kinds and byte-identical copies (read once unless
+    ``duplicates`` is keep)."""
+    import hashlib
+
+    from ragcost.ingest.formats import EXTRACTORS, SUFFIXES, FormatError
+
     root = _need_path(path, "folder")
     real_root = root.resolve()
-    files = sorted(x for x in root.rglob("*") if x.is_file() and x.suffix.lower() in TEXT_SUFFIXES)
+    every = sorted(x for x in root.rglob("*") if x.is_file())
+    files = [x for x in every if x.suffix.lower() in SUFFIXES]
+    for x in every:
+        if x.suffix.lower() not in SUFFIXES and not x.name.startswith("."):
+            report.unread.setdefault(x.suffix.lower() or "(no suffix)", []).append(x.relative_to(root).as_posix())
     if not files:
-        report.skip(str(root), f"no {' or '.join(TEXT_SUFFIXES)} files below it")
+        report.skip(str(root), f"no file below it of a kind the folder reader reads ({' '.join(SUFFIXES)})")
+    seen: dict[str, str] = {}
     for f in files:
         target = f.resolve()
         if not target.is_relative_to(real_root):
             # a link out of the folder would index whatever it points at (/etc/hostname, ~/.ssh/...)
             report.skip(str(f), f"links to {target}, outside the source folder {real_root}; copy the file into the folder to index it")
             continue
-        text = _read_text(f, report)
-        if text is None:
+        raw = _read_pdf_bytes(f, report) if f.suffix.lower() == ".pdf" else _read_bytes(f, report)
+        if raw is None:
             continue
-        title = next((ln[2:].strip() for ln in text.splitlines() if ln.startswith("# ")), "") if f.suffix.lower() == ".md" else ""
-        doc = _document({"id": f.relative_to(root).as_posix(), "title": title or f.stem, "text": text}, str(f), {}, report)
-        if doc is not None:
-            yield doc
+        rel = f.relative_to(root).as_posix()
+        digest = hashlib.sha256(raw).hexdigest()
+        if digest in seen and duplicates != "keep":
+            report.same_content.append(f"{rel} = {seen[digest]}")
+            continue
+        seen.setdefault(digest, rel)
+        try:
+            parts = EXTRACTORS[f.suffix.lower()](f, raw)
+        except FormatError as e:
+            report.skip(str(f), str(e))
+            continue
+        for part in parts:
+            rec: dict[str, Any] = {"id": rel + part.id_suffix, "title": part.title.strip() or f.stem, "text": part.text}
+            for key, value in part.meta.items():
+                if key in fields:
+                    rec[key] = value.isoformat() if isinstance(value, (datetime.date, datetime.time)) else value
+                elif key != "title":
+                    report.undeclared[key] = report.undeclared.get(key, 0) + (1 if part is parts[0] else 0)
+            doc = _document(rec, str(f) + part.id_suffix, fields, report, from_text=True)
+            if doc is not None:
+                yield doc
 
 
 @reader_registry.register("beir")

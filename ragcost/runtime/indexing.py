@@ -298,7 +298,7 @@ def _read(pipe: Pipeline, source: Optional[str], reader: Optional[str], summary:
     path, reader = _source(pipe, source, reader)
     report = summary.report
     try:
-        docs = dedupe(read_source(path, reader, pipe.config.fields, report), report)
+        docs = dedupe(read_source(path, reader, pipe.config.fields, report, pipe.config.source_config.duplicates), report)
     except IngestError as e:
         if not pipe.config.redact:
             raise

@@ -183,3 +183,20 @@ def test_index_estimate_prints_the_dry_runs_figures_beside_the_real_runs(tmp_pat
     out = printed(capsys)
     assert out["documents"] == 20 and out["chunks"]["estimated"] == out["chunks"]["embedded"] > 0
     assert out["chunks"]["sample"] == min(64, out["chunks"]["estimated"]) and out["chunks"]["ratio"] > 0
+
+
+def test_readers_reports_each_kind_on_the_folders_given(tmp_path, capsys):
+    from bench import readers
+    from tests.ingest.test_formats import HTML_PAGE, RST_PAGE, make_pdf
+
+    (tmp_path / "html").mkdir(), (tmp_path / "rst").mkdir()
+    for i in range(3):
+        (tmp_path / "html" / f"p{i}.html").write_text(HTML_PAGE.replace("Refunds are", f"Refunds ({i}) are") + " " * 4000)
+        (tmp_path / "rst" / f"r{i}.rst").write_text(RST_PAGE)
+    (tmp_path / "a.pdf").write_bytes(make_pdf(["one two three", "four five"]))
+    assert readers.main(["--html", str(tmp_path / "html"), "--pdf", str(tmp_path / "a.pdf"), "--rst", str(tmp_path / "rst")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    mine = out["html"]["extractors"]["ragcost (html.parser)"]
+    assert out["html"]["pages"] == 3 and mine["words"] == 3 * 13 and mine["pages_per_s"] > 0
+    assert out["pdf"][str(tmp_path / "a.pdf")]["pypdfium2 (ragcost)"] == {**out["pdf"][str(tmp_path / "a.pdf")]["pypdfium2 (ragcost)"], "pages_with_text": 2, "words": 5}
+    assert out["rst"]["files"] == 3 and out["rst"]["failed"] == 0 and out["rst"]["markup_marks_docutils"] == 0 < out["rst"]["markup_marks_raw"]

@@ -281,14 +281,15 @@ class TestBadInputIsSkippedAloneAndReported:
         (outside / "secret.txt").write_text("the secret")
         (root / "a.txt").write_text("public")
         (root / "secret.txt").symlink_to(outside / "secret.txt")
-        (root / "inner.txt").symlink_to(root / "a.txt")  # a link that stays inside is fine
+        (root / "inner.txt").symlink_to(root / "a.txt")  # a link that stays inside is fine: the same bytes, read once
         (root / "sub").symlink_to(outside, target_is_directory=True)
         docs, report = read(root)
-        assert [d.id for d in docs] == ["a.txt", "inner.txt"]
+        assert [d.id for d in docs] == ["a.txt"] and report.same_content == ["inner.txt = a.txt"]
         assert report.skipped == [f"{root / 'secret.txt'}: links to {outside / 'secret.txt'}, outside the source folder {root}; copy the file into the folder to index it"]
         assert all("the secret" not in d.text for d in docs)
 
     def test_a_folder_with_no_text_files_says_so(self, tmp_path):
         (tmp_path / "x.bin").write_bytes(b"\x00")
         docs, report = read(tmp_path, "folder")
-        assert docs == [] and report.skipped == [f"{tmp_path}: no .txt or .md files below it"]
+        assert docs == [] and report.skipped == [f"{tmp_path}: no file below it of a kind the folder reader reads (.txt .md .markdown .rst .html .htm .pdf)"]
+        assert report.unread == {".bin": ["x.bin"]}

@@ -58,7 +58,10 @@ CATALOGUE = [
     ("huge int id", jsonl(GOOD + b'{"id": ' + b"7" * 5000 + b', "text": "x"}\n'), [], 0, r"warning: skipped 1 input\(s\): .*src\.jsonl:3: malformed JSON: Exceeds the limit"),
     ("csv row not utf-8", jsonl(b"id,text\n1,good\n2,caf\xe9\n", "src.csv"), [], 0, r"warning: skipped 1 input\(s\): .*src\.csv:3: not UTF-8"),
     ("symlink out of the folder", folder_with({"a.txt": b"public refunds note"}, {"secret.txt": "/etc/hostname"}), [], 0, r"warning: skipped 1 input\(s\): .*secret\.txt: links to /etc/hostname, outside the source folder"),
-    ("empty folder", folder_with({"x.bin": b"\x00"}), [], 1, r"error: .*docs: no documents read; skipped 1 input\(s\): .*docs: no \.txt or \.md files below it$"),
+    ("empty folder", folder_with({"x.bin": b"\x00"}), [], 1, r"error: .*docs: no documents read; skipped 1 input\(s\): .*docs: no file below it of a kind the folder reader reads \(\.txt \.md .*\.pdf\)$"),
+    ("broken pdf", folder_with({"a.txt": b"public refunds note", "m.pdf": b"%PDF-1.4\n garbage"}), [], 0, r"warning: skipped 1 input\(s\): .*m\.pdf: the PDF cannot be read"),
+    ("not a pdf", folder_with({"a.txt": b"public refunds note", "m.pdf": b"<html>"}), [], 0, r"warning: skipped 1 input\(s\): .*m\.pdf: not a PDF \(no %PDF- header\)"),
+    ("front matter not yaml", folder_with({"a.txt": b"public refunds note", "b.md": b"---\ntitle: [x\n---\nbody"}), [], 0, r"warning: skipped 1 input\(s\): .*b\.md: front matter is not YAML at line"),
     ("--force without --prune", jsonl(GOOD), ["--force"], 2, r"error: .*--force only applies with --prune"),
 ]
 
