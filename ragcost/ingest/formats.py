@@ -161,6 +161,8 @@ class _Html(HTMLParser):
             if tag in ("br", "hr"):
                 self._add("\n")
             return
+        if tag == "title" and self.skip:  # an <svg>'s own <title> is not the page's
+            tag = "title (not the page's)"
         self.stack.append(tag)
         if tag in _SKIP and tag != "head":
             self.skip += 1

@@ -107,6 +107,10 @@ class TestKinds:
         assert part.text == "Refunds\n\nRefunds are issued within 14 days of a request.\n\ncard\n\nwire"
         assert part.meta == {"team": "billing", "year": "2024"}
 
+    def test_an_svg_title_is_not_the_pages(self):
+        (part,) = read_html(None, b"<html><body><svg><title>icon</title></svg><h1>Real</h1><p>x</p></body></html>")
+        assert part.title == "Real" and "icon" not in part.text
+
     def test_html_without_main_falls_back_to_article_then_body(self):
         (part,) = read_html(None, b"<html><body><nav>menu</nav><h1>Only heading</h1><p>body text</p></body></html>")
         assert part.title == "Only heading" and part.text == "Only heading\n\nbody text"
