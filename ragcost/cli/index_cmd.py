@@ -60,14 +60,7 @@ def index(
     rep = summary.report
     if summary.re_embed_reason:
         typer.echo(f"note: {summary.re_embed_reason}")
-    if rep.skipped:
-        typer.echo(f"warning: skipped {len(rep.skipped)} input(s): {rep.first_skipped()}")
-    if rep.duplicates:
-        typer.echo(f"warning: {len(rep.duplicates)} duplicate id(s) in the source, the last occurrence kept: " + ", ".join(rep.duplicates[:5]))
-    for line in rep.id_clashes[:5]:
-        typer.echo(f"warning: duplicate id: {line}")
-    for line in rep.notes():
-        typer.echo(f"note: {line}")
+    _read_lines(rep)
     for w in summary.warnings:
         typer.echo(f"warning: {w}")
     typer.echo(
@@ -92,6 +85,18 @@ def index(
                    f"{summary.sentence_seconds:.1f}s, {summary.sentence_bytes / 1e6:.1f} MB)")
 
 
+def _read_lines(rep) -> None:
+    """What the source's read skipped, found twice, did not read or read once: the same lines for a run and a dry run."""
+    if rep.skipped:
+        typer.echo(f"warning: skipped {len(rep.skipped)} input(s): {rep.first_skipped()}")
+    if rep.duplicates:
+        typer.echo(f"warning: {len(rep.duplicates)} duplicate id(s) in the source, the last occurrence kept: " + ", ".join(rep.duplicates[:5]))
+    for line in rep.id_clashes[:5]:
+        typer.echo(f"warning: duplicate id: {line}")
+    for line in rep.notes():
+        typer.echo(f"note: {line}")
+
+
 def _dry_run(pipe, source: Optional[str], reader: Optional[str]) -> None:
     """`index --dry-run`: the counts, the measured time and the dollars, one line each; nothing written."""
     from ragcost.cli.index_progress import duration
@@ -102,6 +107,8 @@ def _dry_run(pipe, source: Optional[str], reader: Optional[str]) -> None:
     typer.echo(f"dry run: nothing embedded or written ({pipe.config.embed.model} on {est.resource})")
     if est.re_embed_reason:
         typer.echo(f"note: {est.re_embed_reason}")
+    if est.report is not None:
+        _read_lines(est.report)
     typer.echo(f"documents: {est.documents} read, {est.unchanged} unchanged, {est.embed_documents} to embed")
     if c.texts:
         typer.echo(f"chunks: {c.texts} to embed ({c.tokens} tokens): about {duration(c.seconds)}, ${c.usd:.6f} "

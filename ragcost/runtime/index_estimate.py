@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -53,6 +53,7 @@ class IndexEstimate:
     sentences: Optional[Phase]  # None: the pipeline's grounded check reads no index-time sentence vectors
     resource: str
     re_embed_reason: Optional[str] = None
+    report: Any = None  # the read's IngestReport: what it skipped, did not read, read once (as `index` says it)
 
     @property
     def seconds(self) -> float:
@@ -83,7 +84,7 @@ def estimate_index(pipe: Pipeline, source: Optional[str] = None, reader: Optiona
     est = IndexEstimate(documents=len(docs), unchanged=len(docs) - len(todo), embed_documents=len(todo),
                         chunks=Phase(len(chunks), int(sum(c.n_tokens for c in chunks))),
                         sentences=None, resource=pipe.config.embed.resource or pipe.config.resource,
-                        re_embed_reason=reason)
+                        re_embed_reason=reason, report=summary.report)
     rng = np.random.default_rng(SEED)
     emb = pipe.embedder
     emb.warm_up()

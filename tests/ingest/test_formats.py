@@ -174,6 +174,9 @@ def test_index_then_filter_on_a_front_matter_field_and_on_a_pdf_page(mixed, tmp_
     from tests.cli.conftest import run_cli, write_pipeline
 
     pipe = write_pipeline(tmp_path, source=str(mixed), metadata={"team": "str", "year": "int", "page": "int"})
+    code, out, err = run_cli(capsys, "index", pipe, "--dry-run")  # says what it would not read, before any work
+    assert code == 0, err
+    assert "note: not read: 3 file(s) of a kind no reader reads (2 .png, 1 .docx)" in out and "documents: 6 read" in out
     code, out, err = run_cli(capsys, "index", pipe)
     assert code == 0, err
     assert "6 documents read" in out
