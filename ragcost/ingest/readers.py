@@ -387,9 +387,10 @@ def read_folder(path: Path | None, fields: dict[str, FieldType], report: IngestR
     real_root = root.resolve()
     every = sorted(x for x in root.rglob("*") if x.is_file())
     files = [x for x in every if x.suffix.lower() in SUFFIXES]
-    for x in every:
-        if x.suffix.lower() not in SUFFIXES and not x.name.startswith("."):
-            report.unread.setdefault(x.suffix.lower() or "(no suffix)", []).append(x.relative_to(root).as_posix())
+    for x in every:  # named by kind; hidden files and folders (.git/, .DS_Store) are not the corpus
+        rel = x.relative_to(root)
+        if x.suffix.lower() not in SUFFIXES and not any(part.startswith(".") for part in rel.parts):
+            report.unread.setdefault(x.suffix.lower() or "(no suffix)", []).append(rel.as_posix())
     if not files:
         report.skip(str(root), f"no file below it of a kind the folder reader reads ({' '.join(SUFFIXES)})")
     seen: dict[str, str] = {}

@@ -88,6 +88,9 @@ def mixed(tmp_path):
     (root / "contract.docx").write_bytes(b"PK\x03\x04 not read")
     (root / "logo.png").write_bytes(b"\x89PNG\r\n")
     (root / "sub" / "diagram.png").write_bytes(b"\x89PNG\r\n x")
+    (root / ".git" / "objects").mkdir(parents=True)  # a checkout's own files are not named as unread
+    (root / ".git" / "objects" / "ab12").write_bytes(b"x")
+    (root / ".DS_Store").write_bytes(b"x")
     return root
 
 
