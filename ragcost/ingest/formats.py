@@ -104,18 +104,18 @@ def read_rst(path: Path, raw: bytes) -> list[Part]:
     from docutils import nodes
 
     title = ""
-    for t in tree.traverse(nodes.title):
+    for t in tree.findall(nodes.title):
         title = t.astext().strip()
         break
     meta: dict[str, Any] = {}
-    for info in tree.traverse(nodes.docinfo):  # :field: value lines at the top (docinfo), as front matter
+    for info in list(tree.findall(nodes.docinfo)):  # :field: value lines at the top (docinfo), as front matter
         for f in info.children:
             if isinstance(f, nodes.field) and len(f.children) == 2:
                 meta[f.children[0].astext().strip().lower()] = f.children[1].astext().strip()
             elif isinstance(f, nodes.Element) and f.tagname not in ("field",):
                 meta[f.tagname] = f.astext().strip()
         info.parent.remove(info)
-    for msg in list(tree.traverse(nodes.system_message)):
+    for msg in list(tree.findall(nodes.system_message)):
         msg.parent.remove(msg)
     # a role docutils does not know (Sphinx's :ref:, :class:, CMake's :command:) stays as its source: keep its text
     text = _ROLE.sub(lambda m: re.sub(r"\s*<[^<>]*>$", "", m.group(1)).lstrip("~!") or m.group(1), tree.astext())
