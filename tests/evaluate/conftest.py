@@ -93,8 +93,9 @@ def write_beir(root: Path, n_docs: int = 96, seed: int = 0, extra_qrels: str = "
     return root
 
 
-def write_spec(folder: Path, grid: str | None = None, **extra) -> Path:
-    """A pipeline using the hashing embedder and an eval spec over the synthetic dataset."""
+def write_spec(folder: Path, grid: str | None = None, name: str = "spec.yaml", **extra) -> Path:
+    """A pipeline using the hashing embedder and an eval spec over the synthetic dataset (another ``name`` writes a
+    second spec beside the first, over the same data, pipeline and cache)."""
     pipe = {
         "name": "synthetic", "store": f"duckdb:///{folder / 'store.duckdb'}",
         "chunking": {"size": 16, "overlap": 4}, "embed": {"type": "test-hashing", "batch_size": 16},
@@ -111,7 +112,7 @@ def write_spec(folder: Path, grid: str | None = None, **extra) -> Path:
   - index: {REPO}/indexes/ivf-flat.yaml
     sweep: {{nprobe: [1, 4]}}
   - index: {REPO}/indexes/ivfpq-m24.yaml""")
-    p = folder / "spec.yaml"
+    p = folder / name
     p.write_text("\n".join(lines) + "\n")
     return p
 

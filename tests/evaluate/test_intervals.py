@@ -104,6 +104,15 @@ def evaluated(tmp_path_factory):
     return folder, spec, run_eval(load_spec(spec), folder / "cache")
 
 
+@pytest.fixture(scope="module")
+def cli_spec(evaluated):
+    """The same questions and cache, flat only (2 configurations, not 6): what the CLI tests print and compare is
+    each configuration's figures and intervals, whatever the grid; each CLI run measures its grid anew."""
+    folder = evaluated[0]
+    return folder, write_spec(folder, f"grid:\n  - index: {REPO}/indexes/flat.yaml", name="cli.yaml",
+                              dims=[64, 32], precisions=["float32"], k=[10])
+
+
 class TestEvalIntervals:
     def test_every_metric_and_dollar_figure_has_an_interval_around_its_value(self, evaluated):
         run = evaluated[2]
@@ -130,8 +139,8 @@ class TestEvalIntervals:
         d = evaluated[2].to_dict()
         assert "ci" in d["results"][0] and "per_query" not in d["results"][0] and d["intervals"]["queries"] == 32
 
-    def test_cli_table_csv_html_and_a_paired_compare(self, evaluated, tmp_path, capsys):
-        folder, spec, _ = evaluated
+    def test_cli_table_csv_html_and_a_paired_compare(self, cli_spec, tmp_path, capsys):
+        folder, spec = cli_spec
         ledger = f"duckdb:///{tmp_path / 'ledger.duckdb'}"
         args = ["eval", str(spec), "--ledger", ledger, "--cache-dir", str(folder / "cache")]
         assert main([*args, "--csv", str(tmp_path / "r.csv"), "--html", str(tmp_path / "r.html")]) == 0
@@ -151,8 +160,8 @@ class TestEvalIntervals:
         out = capsys.readouterr().out
         assert "no significant difference" in out  # the same exact search twice: nothing changed
 
-    def test_compare_names_a_missing_configuration_in_one_line(self, evaluated, tmp_path, capsys):
-        folder, spec, _ = evaluated
+    def test_compare_names_a_missing_configuration_in_one_line(self, cli_spec, tmp_path, capsys):
+        folder, spec = cli_spec
         ledger = f"duckdb:///{tmp_path / 'l.duckdb'}"
         assert main(["eval", str(spec), "--ledger", ledger, "--cache-dir", str(folder / "cache")]) == 0
         capsys.readouterr()
@@ -228,8 +237,8 @@ class TestAblate:
         assert len(err) == 1 and "8 judged queries" in err[0] and "at least 10" in err[0]
 
 
-def test_json_prints_every_figure_with_its_interval_and_nothing_else(evaluated, capsys):
-    folder, spec, _ = evaluated
+def test_json_prints_every_figure_with_its_interval_and_nothing_else(cli_spec, capsys):
+    folder, spec = cli_spec
     assert main(["eval", str(spec), "--json", "--no-ledger", "--cache-dir", str(folder / "cache")]) == 0
     d = json.loads(capsys.readouterr().out)
     ok = [r for r in d["results"] if r["status"] == "ok"]
@@ -247,10 +256,10 @@ def test_ablate_refuses_a_cache_stage_in_one_line(tmp_path, capsys):
     assert err.count("\n") == 1 and "eval does not run a cache stage yet" in err
 
 
-def test_the_recorded_run_line_never_shows_the_ledgers_password(evaluated, postgres_url, capsys):
+def test_the_recorded_run_line_never_shows_the_ledgers_password(cli_spec, postgres_url, capsys):
     """`recorded eval run ... in URL` printed the ledger URL raw (the test server trusts local users, so a
     password in the URL is accepted and the line is printed)."""
-    folder, spec, _ = evaluated
+    folder, spec = cli_spec
     url = postgres_url.replace("postgres@", "postgres:s3cret@", 1)
     assert "s3cret" in url
     assert main(["eval", str(spec), "--ledger", url, "--cache-dir", str(folder / "cache")]) == 0

@@ -163,8 +163,12 @@ class TestCli:
     def test_compare_without_ledger_reads_where_this_folders_eval_recorded(self, evaluated, tmp_path, capsys, monkeypatch):
         # eval without --ledger records in the pipeline's store; --compare without --ledger used to read the default
         # ledger (.ragcost/ledger.duckdb), which held no eval run (issue 42)
-        folder, spec, _ = evaluated
+        folder, _, _ = evaluated
         monkeypatch.chdir(tmp_path)
+        # flat d64 alone (2 configurations, k 5 and 10, not the fixture's 24): the test is about where a run is recorded
+        # and found (k 5's judged documents are what the judge fits on with 6 questions)
+        spec = write_spec(folder, f"grid:\n  - index: {REPO}/indexes/flat.yaml", name="flat.yaml", dims=[64],
+                          precisions=["float32"])
         args = ["eval", str(spec), "--cache-dir", str(folder / "cache"), "--max-queries", "6"]
         assert main(args) == 0 and main([*args[:-1], "5"]) == 0
         capsys.readouterr()

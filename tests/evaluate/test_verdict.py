@@ -12,8 +12,8 @@ import yaml
 from ragcost.cli.main import main
 from ragcost.evaluate.run import ConfigResult
 from ragcost.evaluate.verdict import committed_of, decide, money
-from tests.evaluate.conftest import REPO
-from tests.evaluate.test_intervals import evaluated  # noqa: F401  (the 32-question synthetic run, a fixture)
+from tests.evaluate.conftest import REPO, write_beir, write_spec
+from tests.evaluate.test_intervals import _many_queries
 
 N = 300
 FP_A = {"index": {"backend": "faiss", "kind": "flat", "build": {}, "search": {}}, "dim": 384, "precision": "float32",
@@ -118,6 +118,22 @@ class TestRule:
 
     def test_money_keeps_cents_and_small_figures(self):
         assert money(0.02) == "+$0.02" and money(-1234.5) == "-$1,234.50" and money(-3.1e-5) == "-$3.1e-05"
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory):
+    """The 32-question synthetic run over the committed configuration (the pipeline's default index, hnswlib m16 ef
+    64, at the model's 64 dims) and one other: a verdict weighs eval's pick against the committed one, and each CLI
+    run below measures its grid anew (2 configurations, not test_intervals' 6)."""
+    from ragcost.evaluate.run import run_eval
+    from ragcost.evaluate.spec import load_spec
+
+    folder = tmp_path_factory.mktemp("verdict")
+    write_beir(folder / "data" / "synth", n_docs=160)
+    _many_queries(folder / "data" / "synth")
+    grid = f"grid:\n  - index: {REPO}/indexes/flat.yaml\n  - index: {REPO}/indexes/hnsw-m16.yaml\n    sweep: {{ef: [64]}}"
+    spec = write_spec(folder, grid, dims=[64], precisions=["float32"], k=[10])
+    return folder, spec, run_eval(load_spec(spec), folder / "cache")
 
 
 class TestOnARun:
