@@ -96,12 +96,15 @@ def test_the_judge_fit_on_half_the_queries_predicts_the_other_half(shared_data, 
     qfile.write_text("".join(json.dumps({"_id": x["_id"], "text": x["text"]}) + "\n" for x in queries if str(x["_id"]) in held))
     code, _, err = run_cli(capsys, "index", pipe)
     assert code == 0, err
-    # Eval's figure and query time's, in five pairs a few seconds apart, the median pair's ratio. Each side is
+    # Eval's figure and query time's, in three pairs a few seconds apart, the median pair's ratio. Each side is
     # a few CPU-seconds on a shared 2-core machine: a single query-time run moved 0.84-1.19x, and one eval
     # measurement taken in a busy spell (CI, stop 37: SciFact's eval embed CPU 1.34x query time's five runs, all
-    # of which came after it) decides the test on its own. Paired, a spell moves both sides of a pair or one pair.
+    # of which came after it) decides the test on its own. Paired, a spell moves both sides of a pair or one pair,
+    # and one pair does not move the median. (Five pairs until issue 47: the serial part runs alone, after
+    # scripts/wait_quiet.py, and two more pairs cost ~85 s of it; the faults caught, such as the unpriced ledger
+    # write at 1.49x, move every pair.)
     pairs = []
-    for _ in range(5):
+    for _ in range(3):
         _forget_measurement(name, len(held))
         ev = run_eval(load_spec(spec), CACHE, half=("test", 0), traffic="64").ok()[0]  # priced at query time's batches
         assert _measured(name, len(held)), "eval reused a measurement it should have taken afresh"
@@ -122,7 +125,7 @@ def test_the_judge_fit_on_half_the_queries_predicts_the_other_half(shared_data, 
     by_stage = {x["stage"]: round(x["usd"] / ev.total_usd, 3) for x in res["stages"]}
     print(f"{name} eval per stage ÷ eval's total:", {x["stage"]: round(x["usd"] / ev.total_usd, 3) for x in ev.stages})
     print(f"{name} query time: {res['useful']:.1f} expected useful (eval-side prediction {q['predicted']:.1f}), "
-          f"${priced:.4g}/useful vs eval ${ev.usd_per_useful:.4g}/useful: ratio {ratio:.3f} (the five pairs, "
+          f"${priced:.4g}/useful vs eval ${ev.usd_per_useful:.4g}/useful: ratio {ratio:.3f} (the three pairs, "
           f"query time ÷ eval: {', '.join(f'{r[1]:.4g}/{r[4].usd_per_useful:.4g}={r[0]:.3f}' for r in pairs)}; "
           f"per stage ÷ eval's total {by_stage}; with the overhead row, {over / res['total_usd']:.1%} of query time's "
           f"dollars: ${res['usd_per_useful']:.4g}, ratio {res['usd_per_useful'] / ev.usd_per_useful:.3f})")
