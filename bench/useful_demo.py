@@ -2,7 +2,8 @@
 
     python -m bench.useful_demo [--pipeline pipelines/quickstart.yaml] [--out bench/out/useful_demo.json]
 
-Runs eval/useful/quickstart-{on,off}-topic.jsonl, quickstart-fresh.jsonl and quickstart-fresh2.jsonl through the pipeline
+Runs eval/useful/quickstart-{on,off}-topic.jsonl, quickstart-fresh.jsonl, quickstart-fresh2.jsonl and the new kinds
+(quickstart-{off,on}-kinds.jsonl: `new_kinds`) through the pipeline
 (it must be indexed: `ragcost index pipelines/quickstart.yaml`), with the pipeline's own judge,
 and prints JSON: per split (dev chose the abstention default, test checks it; fresh holds on-topic
 questions only), the share of off-topic questions that abstain or count < 0.5 useful, the share
@@ -26,6 +27,11 @@ ON = REPO / "eval" / "useful" / "quickstart-on-topic.jsonl"
 OFF = REPO / "eval" / "useful" / "quickstart-off-topic.jsonl"
 FRESH = REPO / "eval" / "useful" / "quickstart-fresh.jsonl"
 FRESH2 = REPO / "eval" / "useful" / "quickstart-fresh2.jsonl"
+# Off-topic questions of kinds the abstention was not chosen on (other languages' syntax, libraries and tools
+# outside the corpus, history and people, nonsense) and on-topic ones that name another language or tool:
+# dev and test written before any rule ran on them, fresh written after abstain_unknown was chosen on dev.
+OFF_KINDS = REPO / "eval" / "useful" / "quickstart-off-kinds.jsonl"
+ON_KINDS = REPO / "eval" / "useful" / "quickstart-on-kinds.jsonl"
 SPLITS = ("dev", "test", "fresh", "fresh2")
 
 
@@ -36,10 +42,14 @@ def measure(pipeline: Path) -> dict:
     on, off = read_labelled(ON) + read_labelled(FRESH) + read_labelled(FRESH2), read_labelled(OFF)
     kind = {json.loads(x)["_id"]: json.loads(x).get("kind", "original")
             for p in (ON, FRESH, FRESH2) for x in p.read_text(encoding="utf-8").splitlines() if x.strip()}
+    off_kinds, on_kinds = read_labelled(OFF_KINDS), read_labelled(ON_KINDS)
+    kinds_of = {json.loads(x)["_id"]: json.loads(x)["kind"] for p in (OFF_KINDS, ON_KINDS)
+                for x in p.read_text(encoding="utf-8").splitlines() if x.strip()}
     pipe = Pipeline.load(pipeline)
     try:
         got_on, got_off = run_labelled(pipe, on), run_labelled(pipe, off)
         dense = dense_docs(pipe, on)
+        got_off_kinds, got_on_kinds = run_labelled(pipe, off_kinds), run_labelled(pipe, on_kinds)
     finally:
         pipe.close()
     out: dict = {"benchmark": "useful_demo", "pipeline": str(pipeline), "judge": pipe.config.useful.judge, "splits": {}}
@@ -56,6 +66,20 @@ def measure(pipeline: Path) -> dict:
             "off_topic_abstained": share(sum(o.abstained for o in b), b),
             "evidence_on": sorted(round(o.evidence or 0, 3) for o in a),
             "evidence_off": sorted(round(o.evidence or 0, 3) for o in b),
+        }
+    out["new_kinds"] = {}
+    for split in ("dev", "test", "fresh"):
+        a = [o for o in got_on_kinds if o.question.split == split]
+        b = [o for o in got_off_kinds if o.question.split == split]
+        right_off = {k: [sum(o.abstained or o.useful < 0.5 for o in b if kinds_of[o.question.id] == k),
+                         sum(kinds_of[o.question.id] == k for o in b)] for k in sorted({kinds_of[o.question.id] for o in b})}
+        out["new_kinds"][split] = {
+            "on_topic": len(a), "off_topic": len(b),
+            "on_topic_answered_ge_half_useful": share(sum(o.useful >= 0.5 and not o.abstained for o in a), a),
+            "off_topic_abstained_or_lt_half_useful": share(sum(o.abstained or o.useful < 0.5 for o in b), b),
+            "off_topic_by_kind": right_off,  # kind -> [abstained or < 0.5 useful, questions]
+            "answered_off_topic": [o.question.id for o in b if not o.abstained and o.useful >= 0.5],
+            "refused_on_topic": [o.question.id for o in a if o.abstained or o.useful < 0.5],
         }
     chain = sum(o.hit_at(3) for o in got_on) / len(got_on)
     plain = sum(bool(set(d[:3]) & set(o.question.topics)) for d, o in zip(dense, got_on)) / len(got_on)

@@ -26,7 +26,7 @@ from pydantic import Field
 from ragcost.generate import Attempt, BackendParams, Generator, Prompt, generator_registry
 from ragcost.generate.accounting import fill_missing_usage, overhead_records, period_fields
 from ragcost.generate.attempt import AttemptError
-from ragcost.generate.abstain import is_refusal
+from ragcost.generate.abstain import NO_ANSWER, is_refusal
 from ragcost.generate.clip import Clip
 from ragcost.generate.prompt import build_prompt, cited, token_counter
 from ragcost.records import QueryState, UsageRecord
@@ -43,6 +43,10 @@ class GenerateParams(StageParams, BackendParams):
     batch_window_ms: float = Field(0.0, ge=0, description="start requests only on these boundaries (vllm-offline: collect this long), so more land in one scheduler step")
     fallback: list[BackendParams] = Field(default_factory=list, description="backends tried in order when the previous one fails")
     escalate_to: Optional[str] = Field(None, description="a route target (e.g. large) that takes the query when every backend here fails; its failed attempts stay priced")
+    abstain_unknown: Optional[float] = Field(
+        None, gt=0, le=1, description="abstain, calling no backend, when this share of the question's content words "
+        "never occurs in the corpus (a question about another language, library or person; the demo sets 0.25, "
+        "chosen on labelled questions: docs/concepts/useful-documents.md); default off")
 
 
 @stage_registry.register("generate")
@@ -58,6 +62,7 @@ class Generate(Stage):
         # One backend object per entry of the chain, built by its registered class (cheap: nothing loads here).
         self.generators: list[Generator] = [generator_registry.get(b.backend)(b) for b in self._chain]
         self._counters: list = [None] * len(self._chain)  # token counters, set at warm-up
+        self._vocab = None  # the corpus's words, for abstain_unknown (loaded at warm-up)
 
     @property
     def name(self) -> str:
@@ -83,6 +88,31 @@ class Generate(Stage):
             self.ctx.price_book.resource(self.resource_of(i, b), f"{self.ctx.path}: stage {self.name!r} backend {b.backend_name!r}")
             self._counters[i] = token_counter(b)
             gen.warm_up()  # loads a model, checks an API key: fails now, not after the first batch
+        if self.params.abstain_unknown is not None:
+            self._vocabulary()
+
+    def prepare(self) -> Optional[str]:
+        """With ``abstain_unknown``: the corpus's vocabulary, kept beside the index (built once, by `ragcost index`)."""
+        if self.params.abstain_unknown is None:
+            return None
+        from ragcost.generate.vocabulary import load_or_build
+
+        self._vocab, line = load_or_build(self.ctx)
+        return f"vocabulary for abstain_unknown, {line}"
+
+    def _vocabulary(self):
+        if self._vocab is None:
+            from ragcost.generate.vocabulary import load_or_build
+
+            self._vocab, _ = load_or_build(self.ctx)
+        return self._vocab
+
+    def _unknown_terms(self, state: QueryState) -> Optional[list[str]]:
+        """The question's terms the corpus never uses, when they reach ``abstain_unknown`` of its content words."""
+        if self.params.abstain_unknown is None:
+            return None
+        unknown, n = self._vocabulary().unknown(state.text)
+        return unknown if n and len(unknown) / n >= self.params.abstain_unknown else None
 
     # ---- running -----------------------------------------------------------------------------
     def run(self, batch: list[QueryState], usage: UsageRecord) -> list[QueryState]:
@@ -112,6 +142,14 @@ class Generate(Stage):
         from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
         attempts: list[Attempt] = []
+        unknown = self._unknown_terms(state)
+        if unknown:  # about what the corpus never names: no backend is asked (nor paid)
+            state.answer, state.citations = NO_ANSWER, []
+            self._note(state, None, None, attempts)
+            state.notes["generation"].update(abstained=True, unknown_terms=unknown, finish_reason="stop")
+            self._emit(state, "sources", "[]")
+            self._emit(state, "text", NO_ANSWER)
+            return attempts
         for i, b in enumerate(chain):
             prompt = build_prompt(state.text, state.hits, b)
             if self.on_event is not None:
