@@ -86,32 +86,53 @@ def query(
     as_json: bool = typer.Option(False, "--json", help="print results and costs as JSON"),
     ledger: Optional[str] = typer.Option(None, "--ledger", help="SQLAlchemy URL for the ledger (default: the pipeline's store)"),
     no_ledger: bool = typer.Option(False, "--no-ledger", help="do not record this run in the ledger"),
+    profile: bool = typer.Option(False, "--profile", help="print where the process's time went, phase by phase (wall and CPU "
+                                 "seconds, the packages each phase imported), on stderr after the results"),
 ) -> None:
     """Answer one query (or a file of them) and print results with the per-stage cost table."""
+    from contextlib import nullcontext
+
     from ragcost.errors import ConfigError
-    from ragcost.runtime.pipeline import Pipeline
-    from ragcost.runtime.query import run_queries
-    from ragcost.cli.render import print_results, results_json
+    from ragcost.runtime.profile import Profile
+
+    prof = Profile() if profile else None
+    if prof:
+        prof.since_start("start-up: interpreter, ragcost's CLI")
+    phase = prof.phase if prof else (lambda _name: nullcontext())
+    with phase("imports: pipeline, query runner, output"):
+        from ragcost.runtime.pipeline import Pipeline
+        from ragcost.runtime.query import run_queries
+        from ragcost.cli.render import print_results, results_json
 
     if (text is None) == (queries is None):
         raise ConfigError('give either a query text or --queries FILE (e.g. ragcost query pipelines/quickstart.yaml "what is a decorator?")')
     items = _read_queries(queries) if queries else [("q1", check_query_text(text, "the query text"))]
-    pipe = Pipeline.load(pipeline)
-    require_store(pipe.config.store_url, pipeline)
+    with phase("read the pipeline, price book and store"):
+        pipe = Pipeline.load(pipeline)
+        require_store(pipe.config.store_url, pipeline)
     stream = _stream_to_terminal(pipe) if not as_json and queries is None else None
     try:
-        run = run_queries(pipe, items, filter_=filter_, k=k, batch_size=batch_size, ledger_url=ledger, write_ledger=not no_ledger)
+        if prof:  # each stage's warm-up on its own line (run_queries then finds them warm)
+            for st in pipe.stages():
+                with phase(f"warm up {st.name}"):
+                    st.warm_up()
+        with phase(f"{len(items)} quer{'y' if len(items) == 1 else 'ies'}, ledger write included"):
+            run = run_queries(pipe, items, filter_=filter_, k=k, batch_size=batch_size, ledger_url=ledger, write_ledger=not no_ledger)
     finally:
         pipe.close()
-    if as_json:
-        from ragcost.cli.text import dumps
+    with phase("print the results"):
+        if as_json:
+            from ragcost.cli.text import dumps
 
-        typer.echo(dumps(results_json(run)))
-    else:
-        streamed = bool(stream and stream["started"])
-        if streamed:
-            typer.echo("")
-        print_results(run, show_hits=queries is None, streamed=streamed)
+            typer.echo(dumps(results_json(run)))
+        else:
+            streamed = bool(stream and stream["started"])
+            if streamed:
+                typer.echo("")
+            print_results(run, show_hits=queries is None, streamed=streamed)
+    if prof:
+        for line in prof.lines():
+            typer.echo(line, err=True)
 
 
 def _stream_to_terminal(pipe) -> dict:
