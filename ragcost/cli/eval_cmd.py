@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -144,21 +143,14 @@ def _progress_runner(console: Any):
     """A (run_eval progress callback, context manager) pair: rich bars on a terminal, plain lines elsewhere."""
     from contextlib import nullcontext
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from ragcost.cli.index_progress import PhaseLines
 
     if not console.is_terminal:
-        last = {"t": 0.0, "task": ""}
-
-        def plain(task: str, done: int, total: Optional[int]) -> None:
-            now = time.monotonic()
-            label = task.split(" ")[0] if task.startswith("searching") else task
-            if label != last["task"] or now - last["t"] >= 2.0 or (total and done == total):
-                last.update(t=now, task=label)
-                print(f"{task}: {done}/{total if total is not None else '?'}", file=sys.stderr, flush=True)
-
-        return plain, nullcontext()
+        return PhaseLines(), nullcontext()
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   console=console, transient=True)
+                   TimeRemainingColumn(), console=console, transient=True)
     tasks: dict[str, Any] = {}
 
     def rich_cb(task: str, done: int, total: Optional[int]) -> None:

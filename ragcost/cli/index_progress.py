@@ -1,5 +1,6 @@
-"""What `ragcost index` shows while it works: each long phase said before it starts, then its progress with a rate
-and the time left -- a rich bar on a terminal, a line at most once a second otherwise (CI, a pipe, a log).
+"""What `ragcost index` and `ragcost eval` show while they work: each long phase said before it starts, then its
+progress with a rate and the time left -- a rich bar on a terminal, a line every second or two otherwise (CI, a pipe,
+a log).
 
 A 4,594-chunk corpus with the grounded check's sentence vectors is minutes of embedding; with no output a user
 took it for hung and killed it (issue 42).
@@ -47,21 +48,50 @@ class LineProgress:
         if now - self.last < self.every and done != total:
             return
         self.last = now
-        line = f"embedded {done}/{total} {unit}"
+        verb, _, noun = unit.partition(" ") if " " in unit else ("embedded", "", unit)  # "chunked documents"
+        line = f"{verb} {done}/{total} {noun}"
         elapsed = now - self.started
         if elapsed > 0 and done > 0:
             rate = done / elapsed
-            line += f", {rate:.1f} {unit}/s"
+            line += f", {rate:.1f} {noun}/s"
             if done < total:
                 line += f", about {duration((total - done) / rate)} left"
             else:
                 line += f" in {duration(elapsed)}"
-        if self.workers:
+        if self.workers and verb == "embedded":
             line += f" (workers: {', '.join(f'{w} {n}' for w, n in sorted(self.workers.items()))})"
         print(line, file=self.stream or sys.stderr, flush=True)
 
     def worker(self, worker: str, n: int) -> None:
         self.workers[worker] = n
+
+
+class PhaseLines:
+    """Off a terminal, eval's phases (``embedding corpus``, ``embedding queries``, ``configurations`` and its
+    ``searching NAME`` steps) as ``task: done/total, rate, about T left`` (``in T`` at the end), a line when the
+    phase changes, at its end, and at most every ``every`` seconds between. A rate under one a second is said as
+    seconds each (a configuration is measured in seconds)."""
+
+    def __init__(self, stream: Optional[TextIO] = None, every: float = 2.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.stream, self.every, self.clock = stream, every, clock
+        self.last_t, self.last_label = 0.0, ""
+        self.starts: dict[str, tuple[float, int]] = {}
+
+    def __call__(self, task: str, done: int, total: Optional[int]) -> None:
+        now = self.clock()
+        label = "configurations" if task.startswith("searching") else task
+        if label not in self.starts or done == 0:
+            self.starts[label] = (now, done)
+        if label == self.last_label and now - self.last_t < self.every and not (total and done == total):
+            return
+        self.last_t, self.last_label = now, label
+        line = f"{task}: {done}/{total if total is not None else '?'}"
+        t0, d0 = self.starts[label]
+        if total and done > d0 and now > t0:
+            rate = (done - d0) / (now - t0)
+            line += f", {rate:.1f}/s" if rate >= 1 else f", {1 / rate:.1f} s each"
+            line += f", about {duration((total - done) / rate)} left" if done < total else f" in {duration(now - t0)}"
+        print(line, file=self.stream or sys.stderr, flush=True)
 
 
 class BarProgress:
@@ -89,7 +119,9 @@ class BarProgress:
 
     def step(self, unit: str, done: int, total: int) -> None:
         if unit not in self.tasks:
-            self.tasks[unit] = self.bar.add_task(f"embedding {unit}", total=total, unit=unit)
+            verb, _, noun = unit.partition(" ")
+            label = f"chunking {noun}" if verb == "chunked" else f"embedding {unit}"
+            self.tasks[unit] = self.bar.add_task(label, total=total, unit=noun or unit)
         self.bar.update(self.tasks[unit], completed=done, total=total)
 
     def worker(self, worker: str, n: int) -> None:

@@ -31,7 +31,8 @@ EMBED_CHUNKS = 128  # chunks per embed call: the progress bar moves at least thi
 
 class IndexProgress(Protocol):
     """What `ragcost index` shows while it works: a line before each long phase saying what it will do, and each
-    phase's progress (``unit`` "chunks" or "sentences"; the first call of a phase has ``done`` 0)."""
+    phase's progress (``unit`` "chunks" or "sentences" embedded, or "chunked documents" before them; the first
+    call of a phase has ``done`` 0)."""
 
     def plan(self, line: str) -> None: ...
 
@@ -155,11 +156,16 @@ def _refuse_unsafe_prune(store, docs: list[SourceDocument], report: IngestReport
         )
 
 
-def _chunk_batches(todo: list[tuple[SourceDocument, str]], chunker) -> list[list[tuple[SourceDocument, str, list]]]:
+def _chunk_batches(todo: list[tuple[SourceDocument, str]], chunker,
+                   step: Optional[Callable[[int, int], None]] = None) -> list[list[tuple[SourceDocument, str, list]]]:
     """The documents to embed, chunked, in write batches of at most WRITE_BATCH documents and,
-    unless a single document is longer, WRITE_CHUNKS chunks."""
+    unless a single document is longer, WRITE_CHUNKS chunks; ``step(done, total)`` hears the documents chunked."""
     batches, cur, n = [], [], 0
+    if step is not None and todo:
+        step(0, len(todo))
     for i in range(0, len(todo), WRITE_BATCH):
+        if step is not None and i:
+            step(i, len(todo))
         part = todo[i : i + WRITE_BATCH]
         for (d, h), chunks in zip(part, chunker.chunk_documents([d for d, _ in part])):
             if cur and (len(cur) == WRITE_BATCH or n + len(chunks) > WRITE_CHUNKS):
@@ -169,6 +175,8 @@ def _chunk_batches(todo: list[tuple[SourceDocument, str]], chunker) -> list[list
             n += len(chunks)
     if cur:
         batches.append(cur)
+    if step is not None and todo:
+        step(len(todo), len(todo))
     return batches
 
 
@@ -211,7 +219,9 @@ def run_index(
     _drop_what_another_model_made(pipe, store, chunker, summary, docs)
     todo = _changed(store, docs, summary)
     t0 = perf_counter()
-    batches = _chunk_batches(todo, chunker)
+    # tokenizing a large corpus is its own wait before the plan line can count the chunks
+    batches = _chunk_batches(todo, chunker, (lambda done, total: phases.step("chunked documents", done, total))
+                             if phases is not None else None)
     if phases is not None and batches:
         phases.plan(_plan_line(pipe, batches, summary))
     if pipe.config.executor == "ray":

@@ -200,3 +200,14 @@ def test_readers_reports_each_kind_on_the_folders_given(tmp_path, capsys):
     assert out["html"]["pages"] == 3 and mine["words"] == 3 * 13 and mine["pages_per_s"] > 0
     assert out["pdf"][str(tmp_path / "a.pdf")]["pypdfium2 (ragcost)"] == {**out["pdf"][str(tmp_path / "a.pdf")]["pypdfium2 (ragcost)"], "pages_with_text": 2, "words": 5}
     assert out["rst"]["files"] == 3 and out["rst"]["failed"] == 0 and out["rst"]["markup_marks_docutils"] == 0 < out["rst"]["markup_marks_raw"]
+
+
+def test_ledger_beat_reports_a_querys_write_with_and_without_the_heartbeat(capsys):
+    from bench import ledger_beat
+
+    ledger_beat.main(["--queries", "5", "--rounds", "1"])
+    out = printed(capsys)
+    assert out["benchmark"] == "ledger_beat" and out["queries"] == 5
+    for key in ("beat", "no_beat"):
+        assert out[key]["cpu_ms_per_query"] > 0 and len(out[key]["cpu_ms_rounds"]) == 1
+    assert out["heartbeat_share_of_the_write_cpu"] < 1

@@ -46,6 +46,16 @@ def test_lines_give_the_rate_and_the_time_left_at_most_once_a_second():
     ]
 
 
+def test_chunking_is_a_phase_of_its_own_without_the_workers():
+    out, clock = io.StringIO(), Clock()
+    p = LineProgress(stream=out, clock=clock)
+    p.worker("10.0.0.5:4312", 64)
+    p.step("chunked documents", 0, 5000)
+    clock.t += 4
+    p.step("chunked documents", 1000, 5000)
+    assert out.getvalue() == "chunked 1000/5000 documents, 250.0 documents/s, about 16s left\n"
+
+
 def test_ray_workers_stay_at_the_end_of_the_line():
     out, clock = io.StringIO(), Clock()
     p = LineProgress(stream=out, clock=clock)
@@ -74,6 +84,8 @@ def test_index_says_each_phase_before_it_runs_and_quiet_says_none(tmp_path, caps
     build = next(i for i, x in enumerate(lines) if x.startswith("building the index: hnswlib/hnsw over "))
     sentences = [i for i, x in enumerate(lines) if re.match(r"embedded (\d+)/\1 sentences, [\d.]+ sentences/s in \d+s", x)]
     assert plan < chunks[0] <= chunks[-1] < build < sentences[0]  # each phase said before it runs, in order
+    chunked = next(i for i, x in enumerate(lines) if re.match(r"chunked 12/12 documents, [\d.]+ documents/s in \d+s", x))
+    assert chunked < plan  # tokenizing the documents comes first: the plan line counts their chunks
     assert "sentence vectors for the grounded check" in out
 
     (tmp_path / "kb.jsonl").write_text((tmp_path / "kb.jsonl").read_text().replace("30 days", "45 days"))
@@ -153,3 +165,34 @@ def test_dry_run_does_not_prune(tmp_path, capsys):
     write_corpus(tmp_path / "kb.jsonl")
     code, out, err = run_cli(capsys, "index", write_pipeline(tmp_path), "--dry-run", "--prune")
     assert code == 2 and "--dry-run estimates the embedding; it does not prune" in err
+
+
+def test_evals_lines_give_the_rate_and_the_time_left_of_each_phase():
+    from ragcost.cli.index_progress import PhaseLines
+
+    out, clock = io.StringIO(), Clock()
+    p = PhaseLines(stream=out, clock=clock)
+    p("embedding corpus", 0, 1000)
+    clock.t += 10
+    p("embedding corpus", 250, 1000)  # 25/s: 30 s left
+    clock.t += 1
+    p("embedding corpus", 275, 1000)  # within two seconds of the last line: not printed
+    clock.t += 29
+    p("embedding corpus", 1000, 1000)  # the end is always printed
+    p("configurations", 0, 12)
+    p("searching flat d384 f32", 0, 12)
+    clock.t += 12
+    p("configurations", 3, 12)  # 4 s each: 36 s left (the searching line at 0 came within two seconds: not printed)
+    clock.t += 4
+    p("searching hnsw-m16 d384 f32 ef=64", 4, 12)
+    clock.t += 32
+    p("configurations", 12, 12)
+    assert out.getvalue().splitlines() == [
+        "embedding corpus: 0/1000",
+        "embedding corpus: 250/1000, 25.0/s, about 30s left",
+        "embedding corpus: 1000/1000, 25.0/s in 40s",
+        "configurations: 0/12",
+        "configurations: 3/12, 4.0 s each, about 36s left",
+        "searching hnsw-m16 d384 f32 ef=64: 4/12, 4.0 s each, about 32s left",
+        "configurations: 12/12, 4.0 s each in 48s",
+    ]
