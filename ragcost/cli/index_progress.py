@@ -33,6 +33,7 @@ class LineProgress:
         self.stream, self.every, self.clock = stream, every, clock
         self.unit: Optional[str] = None
         self.started = self.planned = self.last = 0.0
+        self.said = False  # a line of this phase was printed
 
     def plan(self, line: str) -> None:
         self.planned = self.clock()
@@ -43,12 +44,15 @@ class LineProgress:
         if unit != self.unit or done == 0:
             # A phase starts with its first call: at 0 when the caller says so, else it began at the plan line.
             self.unit, self.started, self.last = unit, (now if done == 0 or not self.planned else self.planned), 0.0
+            self.said = False
             if done == 0:
                 return
         if now - self.last < self.every and done != total:
             return
-        self.last = now
         verb, _, noun = unit.partition(" ") if " " in unit else ("embedded", "", unit)  # "chunked documents"
+        if verb == "chunked" and done == total and not self.said:
+            return  # chunking done within a second is no phase worth a line (an error after it stays one line)
+        self.last, self.said = now, True
         line = f"{verb} {done}/{total} {noun}"
         elapsed = now - self.started
         if elapsed > 0 and done > 0:

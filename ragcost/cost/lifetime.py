@@ -19,8 +19,8 @@ from ragcost.cost.ledger import Ledger
 
 HEARTBEAT_S = 30.0
 # A batch process (`ragcost query --queries`, eval's scratch ledger) beats after a batch only when this long has passed
-# since its last beat: one at a time, a beat after every query was its own transaction, 2.5-3.4 ms of CPU on DuckDB
-# against 8-9 ms for the query's rows (a quarter of each query's ledger write), to move a crash's bound by milliseconds.
+# since its last beat: one at a time, a beat after every query was its own transaction, 2.9 of the 9.4 ms of CPU a
+# query's ledger write took on DuckDB (31%, `python -m bench.ledger_beat`), to move a crash's bound by milliseconds.
 BATCH_HEARTBEAT_S = 1.0
 
 
