@@ -100,11 +100,17 @@ def load_or_build(ctx: Any) -> tuple[Vocabulary, str]:
             pass  # unreadable or half written: built again below
     _, texts = store.chunk_column("text")
     vocab = of_texts(texts)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    line = f"{len(vocab):,} words of {len(texts):,} chunks"
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"format": FORMAT, "corpus_revision": revision, "words": vocab.words}), encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"format": FORMAT, "corpus_revision": revision, "words": vocab.words}), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as e:  # a read-only index folder (a served image): used from memory, built again next start
+        if tmp.parent.is_dir():
+            tmp.unlink(missing_ok=True)
+        return vocab, f"{line}, not kept ({type(e).__name__}: {e.strerror or e})"
     for old in path.parent.glob("vocabulary-*.json"):  # an older revision's
         if old != path:
             old.unlink(missing_ok=True)
-    return vocab, f"{len(vocab):,} words of {len(texts):,} chunks -> {path}"
+    return vocab, f"{line} -> {path}"

@@ -72,6 +72,12 @@ class TestKeptBesideTheIndex:
         assert line3 and new.known("kubernetes") and not new.known("refund")
         assert not path.exists() and (ctx.index_dir / f"vocabulary-{'b' * 16}.json").is_file()  # the old revision's is gone
 
+    def test_an_index_folder_it_cannot_write_keeps_it_in_memory(self, ctx, tmp_path):
+        (tmp_path / "a-file").write_text("x")
+        ctx.index_dir = tmp_path / "a-file" / "index"  # under a file: the folder cannot be made
+        v, line = load_or_build(ctx)
+        assert v.known("refund") and ", not kept (" in line
+
     def test_a_damaged_file_is_built_again(self, ctx):
         load_or_build(ctx)
         path = ctx.index_dir / f"vocabulary-{'a' * 16}.json"
