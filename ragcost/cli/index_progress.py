@@ -23,6 +23,13 @@ def duration(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
+def rate_words(done: int, total: int, elapsed: float, noun: str = "") -> str:
+    """', 12.3 chunks/s, about 1m50s left' (', ... in 2m05s' at the end); under one a second, ', 4.0 s each'."""
+    rate = done / elapsed
+    out = f", {rate:.1f}{' ' + noun if noun else ''}/s" if rate >= 1 or noun else f", {1 / rate:.1f} s each"
+    return out + (f", about {duration((total - done) / rate)} left" if done < total else f" in {duration(elapsed)}")
+
+
 class LineProgress:
     """Off a terminal: the plan lines as they come, and ``embedded 96/1500 chunks, 12.3 chunks/s, about 1m50s left``
     at most once a second per phase (always its last), the Ray workers' counts at the end when there are any."""
@@ -56,12 +63,7 @@ class LineProgress:
         line = f"{verb} {done}/{total} {noun}"
         elapsed = now - self.started
         if elapsed > 0 and done > 0:
-            rate = done / elapsed
-            line += f", {rate:.1f} {noun}/s"
-            if done < total:
-                line += f", about {duration((total - done) / rate)} left"
-            else:
-                line += f" in {duration(elapsed)}"
+            line += rate_words(done, total, elapsed, noun)
         if self.workers and verb == "embedded":
             line += f" (workers: {', '.join(f'{w} {n}' for w, n in sorted(self.workers.items()))})"
         print(line, file=self.stream or sys.stderr, flush=True)
@@ -92,9 +94,7 @@ class PhaseLines:
         line = f"{task}: {done}/{total if total is not None else '?'}"
         t0, d0 = self.starts[label]
         if total and done > d0 and now > t0:
-            rate = (done - d0) / (now - t0)
-            line += f", {rate:.1f}/s" if rate >= 1 else f", {1 / rate:.1f} s each"
-            line += f", about {duration((total - done) / rate)} left" if done < total else f" in {duration(now - t0)}"
+            line += rate_words(done - d0, total - d0, now - t0)
         print(line, file=self.stream or sys.stderr, flush=True)
 
 

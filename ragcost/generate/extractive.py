@@ -19,8 +19,12 @@ STOP = frozenset(
 )
 
 
-def _words(text: str) -> set[str]:
+def content_words(text: str) -> set[str]:
+    """The words the evidence and the vocabulary count: lower-case, not stop words, longer than one letter."""
     return {w for w in WORD.findall(text.lower()) if w not in STOP and len(w) > 1}
+
+
+_words = content_words
 
 
 def extract(question: str, prompt: Prompt, sentences: int, abstain_overlap: float = 0.0,

@@ -28,17 +28,12 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from ragcost.generate.extractive import STOP, WORD
+from ragcost.generate.extractive import WORD, content_words
 
 FORMAT = 1
 PREFIX = 4
 TYPO = 6
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
-
-
-def content_words(text: str) -> set[str]:
-    """The question's words the check counts: lower-case, not stop words, longer than one letter."""
-    return {w for w in WORD.findall(text.lower()) if w not in STOP and len(w) > 1}
 
 
 class Vocabulary:
