@@ -57,7 +57,7 @@ class LineProgress:
         if now - self.last < self.every and done != total:
             return
         verb, _, noun = unit.partition(" ") if " " in unit else ("embedded", "", unit)  # "chunked documents"
-        if verb == "chunked" and done == total and not self.said:
+        if verb == "chunked" and not self.said and now - self.started < self.every:
             return  # chunking done within a second is no phase worth a line (an error after it stays one line)
         self.last, self.said = now, True
         line = f"{verb} {done}/{total} {noun}"

@@ -55,9 +55,11 @@ def test_chunking_is_a_phase_of_its_own_without_the_workers():
     p.step("chunked documents", 1000, 5000)
     clock.t += 16
     p.step("chunked documents", 5000, 5000)
-    p.step("chunked documents", 0, 12)  # a quick phase: nothing, not even its end
+    p.step("chunked documents", 0, 79)  # a quick phase: nothing, neither its steps nor its end
     clock.t += 0.1
-    p.step("chunked documents", 12, 12)
+    p.step("chunked documents", 32, 79)
+    clock.t += 0.1
+    p.step("chunked documents", 79, 79)
     assert out.getvalue().splitlines() == ["chunked 1000/5000 documents, 250.0 documents/s, about 16s left",
                                            "chunked 5000/5000 documents, 250.0 documents/s in 20s"]
 
