@@ -3,9 +3,11 @@
     python -m bench.ledger_beat [--queries 200] [--rounds 3] [--out bench/out/ledger_beat.json]
 
 Each query writes its row and three stage rows in one transaction (``Ledger.record_queries``, as `ragcost query`
-writes a batch of one); "beat" adds the lifetime heartbeat `ragcost query` wrote after every batch before it beat
-at most once a second (``ragcost.cost.lifetime.Beat``). Prints JSON: CPU and wall milliseconds a query, the median
-of ``rounds`` alternating rounds of each, and the share of the write the heartbeat was.
+writes a batch of one); "beat" adds the lifetime heartbeat `ragcost query` writes after every batch. Prints JSON:
+CPU and wall milliseconds a query, the median of ``rounds`` alternating rounds of each, and the share of the write
+the heartbeat is. In isolation the heartbeat is about a third of the write; beating at most once a second instead
+made a one-at-a-time `ragcost query` child process *dearer* per query in ``bench.eval_served`` (its overhead row
+2.5-2.6e-07 $ against 2.0e-07), for a reason not found, so query time still beats after every batch.
 """
 
 from __future__ import annotations

@@ -11,34 +11,12 @@ extends the lifetime again.
 from __future__ import annotations
 
 import threading
-import time
 from datetime import datetime
 from typing import Optional
 
 from ragcost.cost.ledger import Ledger
 
 HEARTBEAT_S = 30.0
-# A batch process (`ragcost query --queries`, eval's scratch ledger) beats after a batch only when this long has passed
-# since its last beat: one at a time, a beat after every query was its own transaction, 2.9 of the 9.4 ms of CPU a
-# query's ledger write took on DuckDB (31%, `python -m bench.ledger_beat`), to move a crash's bound by milliseconds.
-BATCH_HEARTBEAT_S = 1.0
-
-
-class Beat:
-    """Heartbeats of a batch process's lifetime row, written after a batch at most every ``every_s`` seconds."""
-
-    def __init__(self, ledger: Ledger, lifetime_id: str, every_s: float = BATCH_HEARTBEAT_S) -> None:
-        self.ledger, self.lifetime_id, self.every_s = ledger, lifetime_id, every_s
-        self._last = time.monotonic()  # start_lifetime wrote heartbeat_at
-
-    def after_batch(self) -> bool:
-        """Beat if ``every_s`` has passed since the last beat; whether it did."""
-        now = time.monotonic()
-        if now - self._last < self.every_s:
-            return False
-        self.ledger.heartbeat(self.lifetime_id)
-        self._last = now
-        return True
 
 
 class Lifetime:

@@ -162,14 +162,12 @@ class _ScratchLedger:
         import tempfile
 
         from ragcost.cost.ledger import Ledger
-        from ragcost.cost.lifetime import Beat
 
         self._dir = tempfile.TemporaryDirectory(prefix="ragcost-eval-ledger-")
         self.book = book
         self.ledger = Ledger(f"duckdb:///{self._dir.name}/ledger.duckdb")
         self.run_id = self.ledger.start_run("query", "eval-scratch", str(book.version))
         self.life = self.ledger.start_lifetime("batch", "eval-scratch", "cpu", self.run_id)
-        self.beat = Beat(self.ledger, self.life)
 
     def write(self, res: Any) -> None:
         from ragcost.cost.compute import stage_row, storage_row
@@ -181,7 +179,7 @@ class _ScratchLedger:
             items.append(({"text": s.text, "ok": s.ok, "useful": 0, "retrieved": len(s.hits), "error": s.error,
                            "outcome": s.outcome, "outcome_stage": s.outcome_stage}, rows))
         self.ledger.record_queries(self.run_id, items)  # the batch in one transaction, as `ragcost query` writes it
-        self.beat.after_batch()  # and its lifetime's heartbeat, as query time beats (at most once a second)
+        self.ledger.heartbeat(self.life)  # and its lifetime's heartbeat after each batch
 
     def close(self) -> None:
         try:

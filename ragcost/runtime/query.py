@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ragcost import process
-from ragcost.cost.lifetime import Beat
 from ragcost.cost.aggregate import StageAgg, by_stage_of_calls, useful_by_stage
 from ragcost.cost.stats import percentile
 from ragcost.cost.useful import cost_per_useful
@@ -152,7 +151,6 @@ def run_queries(
     # A batch holds its instance for its wall time: that is its provisioned time (ragcost.cost.bill).
     life = ledger.start_lifetime("batch", pipe.config.name, pipe.config.resource, run_id,
                                  at=process.started_at() if whole else None, ready_at=utcnow() if whole else None) if ledger else None
-    beat = Beat(ledger, life) if ledger else None
     startup_cpu = time.process_time()  # imports, loading the models, opening the index and the ledger: before any query
     METER.own_thread()
     METER.baseline()  # loading the models is no query's CPU
@@ -176,7 +174,7 @@ def run_queries(
             storage += res.storage_usd_per_query * len(batch)
             if ledger:
                 query_ids += _write_ledger(pipe, ledger, run_id, res, counts)
-                beat.after_batch()  # a crash later is still bounded by the last beat (at most a second old)
+                ledger.heartbeat(life)  # a crash later still bounds the run's provisioned time
                 if not whole and i + batch_size >= len(items):  # no later batch claims this write: this batch pays it
                     tail = _charge_last_write(pipe, ledger, run_id, res.states, query_ids[-len(res.states):])
                     if tail is not None:
