@@ -57,13 +57,16 @@ class LineProgress:
         if now - self.last < self.every and done != total:
             return
         verb, _, noun = unit.partition(" ") if " " in unit else ("embedded", "", unit)  # "chunked documents"
-        if verb == "chunked" and not self.said and now - self.started < self.every:
-            return  # chunking done within a second is no phase worth a line (an error after it stays one line)
+        if verb in ("read", "chunked") and not self.said and now - self.started < self.every:
+            return  # reading or chunking done within a second is no phase worth a line (an error after it stays one line)
         self.last, self.said = now, True
-        line = f"{verb} {done}/{total} {noun}"
         elapsed = now - self.started
-        if elapsed > 0 and done > 0:
-            line += rate_words(done, total, elapsed, noun)
+        if total <= 0:  # a streaming reader: no total yet, so a count and a rate, no time left
+            line = f"{verb} {done} {noun}" + (f", {done / elapsed:.1f} {noun}/s" if elapsed > 0 and done > 0 else "")
+        else:
+            line = f"{verb} {done}/{total} {noun}"
+            if elapsed > 0 and done > 0:
+                line += rate_words(done, total, elapsed, noun)
         if self.workers and verb == "embedded":
             line += f" (workers: {', '.join(f'{w} {n}' for w, n in sorted(self.workers.items()))})"
         print(line, file=self.stream or sys.stderr, flush=True)
@@ -124,9 +127,9 @@ class BarProgress:
     def step(self, unit: str, done: int, total: int) -> None:
         if unit not in self.tasks:
             verb, _, noun = unit.partition(" ")
-            label = f"chunking {noun}" if verb == "chunked" else f"embedding {unit}"
-            self.tasks[unit] = self.bar.add_task(label, total=total, unit=noun or unit)
-        self.bar.update(self.tasks[unit], completed=done, total=total)
+            label = {"chunked": f"chunking {noun}", "read": f"reading {noun}"}.get(verb, f"embedding {unit}")
+            self.tasks[unit] = self.bar.add_task(label, total=total or None, unit=noun or unit)
+        self.bar.update(self.tasks[unit], completed=done, total=total or None)  # 0: not known yet (a streaming reader)
 
     def worker(self, worker: str, n: int) -> None:
         self.workers[worker] = n

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from time import perf_counter
-from typing import Callable, Optional, Protocol
+from typing import Callable, Iterable, Iterator, Optional, Protocol
 
 import numpy as np
 
@@ -31,8 +31,8 @@ EMBED_CHUNKS = 128  # chunks per embed call: the progress bar moves at least thi
 
 class IndexProgress(Protocol):
     """What `ragcost index` shows while it works: a line before each long phase saying what it will do, and each
-    phase's progress (``unit`` "chunks" or "sentences" embedded, or "chunked documents" before them; the first
-    call of a phase has ``done`` 0)."""
+    phase's progress (``unit`` "chunks" or "sentences" embedded, or "read documents" and "chunked documents" before
+    them; the first call of a phase has ``done`` 0; ``total`` 0: not known yet, as while a reader streams)."""
 
     def plan(self, line: str) -> None: ...
 
@@ -210,7 +210,7 @@ def run_index(
         from ragcost.runtime.ray_executor import preflight
 
         preflight(pipe.config.ray_options)
-    docs = _read(pipe, source, reader, summary)
+    docs = _read(pipe, source, reader, summary, phases=phases)
     store = pipe.store()
     if prune:
         _refuse_unsafe_prune(store, docs, summary.report, force)
@@ -301,14 +301,25 @@ def refresh_sentence_vectors(pipe: Pipeline, summary: Optional[IndexSummary] = N
 
 
 def _read(pipe: Pipeline, source: Optional[str], reader: Optional[str], summary: IndexSummary,
-          write_key: bool = True) -> list[SourceDocument]:
-    """The source's documents (one per id, redacted when the pipeline says so); skipped input is reported."""
+          write_key: bool = True, phases: Optional[IndexProgress] = None) -> list[SourceDocument]:
+    """The source's documents (one per id, redacted when the pipeline says so); skipped input is reported.
+    ``phases`` hears ``read documents`` as they come (a reader streams: the total is known at the end, 0 until)."""
     from ragcost.ingest.readers import dedupe, read_source
 
     path, reader = _source(pipe, source, reader)
     report = summary.report
+
+    def counted(docs: Iterable[SourceDocument]) -> Iterator[SourceDocument]:
+        n = 0
+        phases.step("read documents", 0, 0)
+        for n, d in enumerate(docs, 1):
+            phases.step("read documents", n, 0)
+            yield d
+        phases.step("read documents", n, n)
+
     try:
-        docs = dedupe(read_source(path, reader, pipe.config.fields, report, pipe.config.source_config.duplicates), report)
+        got = read_source(path, reader, pipe.config.fields, report, pipe.config.source_config.duplicates)
+        docs = dedupe(counted(got) if phases is not None else got, report)
     except IngestError as e:
         if not pipe.config.redact:
             raise

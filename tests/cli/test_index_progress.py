@@ -64,6 +64,41 @@ def test_chunking_is_a_phase_of_its_own_without_the_workers():
                                            "chunked 5000/5000 documents, 250.0 documents/s in 20s"]
 
 
+def test_reading_counts_documents_with_a_rate_until_the_reader_ends():
+    out, clock = io.StringIO(), Clock()
+    p = LineProgress(stream=out, clock=clock)
+    p.step("read documents", 0, 0)  # a reader streams: no total until it ends
+    clock.t += 2
+    p.step("read documents", 60, 0)
+    clock.t += 0.5
+    p.step("read documents", 70, 0)  # within the second: not printed
+    clock.t += 2.5
+    p.step("read documents", 150, 0)
+    p.step("read documents", 150, 150)  # its end, always printed
+    p.step("read documents", 0, 0)  # a quick read: nothing, neither its steps nor its end
+    clock.t += 0.2
+    p.step("read documents", 12, 0)
+    p.step("read documents", 12, 12)
+    assert out.getvalue().splitlines() == ["read 60 documents, 30.0 documents/s", "read 150 documents, 30.0 documents/s",
+                                           "read 150/150 documents, 30.0 documents/s in 5s"]
+
+
+def test_a_slow_reader_is_shown_before_the_plan_line(tmp_path, capsys, monkeypatch):
+    import ragcost.cli.index_progress as ip
+
+    write_corpus(tmp_path / "kb.jsonl")
+    pipe = write_pipeline(tmp_path)
+    ticks = iter(range(0, 100_000, 2))  # each reading of the progress clock two seconds after the last
+    monkeypatch.setattr(ip, "LineProgress", lambda workers: LineProgress(workers, clock=lambda: float(next(ticks))))
+    code, _, err = run_cli(capsys, "index", pipe)
+    assert code == 0, err
+    lines = err.splitlines()
+    read = [i for i, x in enumerate(lines) if x.startswith("read ")]
+    plan = next(i for i, x in enumerate(lines) if x.startswith("to embed"))
+    assert read and read[-1] < plan, lines
+    assert re.fullmatch(r"read (\d+)/\1 documents, [\d.]+ documents/s in \d+m?\d*s", lines[read[-1]]), lines[read[-1]]
+
+
 def test_ray_workers_stay_at_the_end_of_the_line():
     out, clock = io.StringIO(), Clock()
     p = LineProgress(stream=out, clock=clock)
