@@ -23,10 +23,13 @@ def duration(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
-def rate_words(done: int, total: int, elapsed: float, noun: str = "") -> str:
-    """', 12.3 chunks/s, about 1m50s left' (', ... in 2m05s' at the end); under one a second, ', 4.0 s each'."""
+def rate_words(done: int, total: Optional[int], elapsed: float, noun: str = "") -> str:
+    """', 12.3 chunks/s, about 1m50s left' (', ... in 2m05s' at the end); under one a second, ', 4.0 s each';
+    ``total`` None (a streaming reader's, not known yet): the rate alone."""
     rate = done / elapsed
     out = f", {rate:.1f}{' ' + noun if noun else ''}/s" if rate >= 1 or noun else f", {1 / rate:.1f} s each"
+    if total is None:
+        return out
     return out + (f", about {duration((total - done) / rate)} left" if done < total else f" in {duration(elapsed)}")
 
 
@@ -61,12 +64,10 @@ class LineProgress:
             return  # reading or chunking done within a second is no phase worth a line (an error after it stays one line)
         self.last, self.said = now, True
         elapsed = now - self.started
-        if total <= 0:  # a streaming reader: no total yet, so a count and a rate, no time left
-            line = f"{verb} {done} {noun}" + (f", {done / elapsed:.1f} {noun}/s" if elapsed > 0 and done > 0 else "")
-        else:
-            line = f"{verb} {done}/{total} {noun}"
-            if elapsed > 0 and done > 0:
-                line += rate_words(done, total, elapsed, noun)
+        known = total if total > 0 else None  # 0: a streaming reader, no total yet (a count and a rate, no time left)
+        line = f"{verb} {done}/{total} {noun}" if known else f"{verb} {done} {noun}"
+        if elapsed > 0 and done > 0:
+            line += rate_words(done, known, elapsed, noun)
         if self.workers and verb == "embedded":
             line += f" (workers: {', '.join(f'{w} {n}' for w, n in sorted(self.workers.items()))})"
         print(line, file=self.stream or sys.stderr, flush=True)

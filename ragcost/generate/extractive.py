@@ -24,8 +24,6 @@ def content_words(text: str) -> set[str]:
     return {w for w in WORD.findall(text.lower()) if w not in STOP and len(w) > 1}
 
 
-_words = content_words
-
 
 def extract(question: str, prompt: Prompt, sentences: int, abstain_overlap: float = 0.0,
             abstain_score: Optional[float] = None) -> tuple[str, list[int]]:
@@ -37,7 +35,7 @@ def extract(question: str, prompt: Prompt, sentences: int, abstain_overlap: floa
     passage holds less than ``abstain_overlap`` of the question's content words (:func:`evidence`),
     or the best source's score is below ``abstain_score``.
     """
-    q = _words(question)
+    q = content_words(question)
     if prompt.sources and abstain_score is not None:
         best = max((h.score for h in prompt.sources if h.score is not None), default=None)
         if best is None or best < abstain_score:
@@ -54,7 +52,7 @@ def extract(question: str, prompt: Prompt, sentences: int, abstain_overlap: floa
             if len(sent) < 3 or sent in seen:
                 continue
             seen.add(sent)
-            overlap = len(q & _words(sent))
+            overlap = len(q & content_words(sent))
             scored.append((overlap + 0.5 / n, order, n, sent))
             order += 1
     # an overlapping window that starts (or ends) inside a sentence holds a piece of it ("return value to the
@@ -89,10 +87,10 @@ def evidence(question: str, prompt: Prompt) -> float:
     What :func:`extract` abstains on: an off-topic question finds few of its words together in any one
     passage. 0 when the question has no content words or nothing was retrieved.
     """
-    q = {light_stem(w) for w in _words(question)}
+    q = {light_stem(w) for w in content_words(question)}
     if not q or not prompt.sources:
         return 0.0
-    return max(len(q & {light_stem(w) for w in _words(h.passage)}) for h in prompt.sources) / len(q)
+    return max(len(q & {light_stem(w) for w in content_words(h.passage)}) for h in prompt.sources) / len(q)
 
 
 @generator_registry.register("extractive")
