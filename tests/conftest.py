@@ -48,7 +48,7 @@ def eval_corpus(shared_data):
 def fastest_runtime() -> dict:
     """The fastest embed runtime that reproduces torch float32's SciFact nDCG@10 on this CPU: torch in bfloat16
     where the CPU has it natively, else ONNX Runtime with dynamic int8 weights (tests/integration/test_scifact_flat.py
-    checks it). SciFact is embedded with it once per machine into the eval cache."""
+    checks it). The suite's SciFact sample (tests/datasets.py) is embedded with it once per machine into the eval cache."""
     from ragcost.embed.sentence_transformers import native_bf16
 
     if native_bf16():

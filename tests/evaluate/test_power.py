@@ -36,16 +36,17 @@ class TestFormula:
 
 @pytest.fixture(scope="module")
 def scifact_pair(shared_data, tmp_path_factory):
-    """SciFact's 300 judged queries on flat d384 and d256 (the fastest runtime's cached vectors: nothing embedded)."""
+    """SciFact's 300 judged queries (the suite's sample of its corpus, tests/datasets.py) on flat d384 and d256 (the fastest runtime's cached vectors: nothing embedded)."""
     import json
 
     from ragcost.evaluate.run import run_eval
     from ragcost.evaluate.spec import load_spec
     from tests.conftest import EVAL_CACHE, fastest_runtime
+    from tests.datasets import scifact_sample
     from tests.evaluate.conftest import REPO
 
     spec = tmp_path_factory.mktemp("power") / "scifact.yaml"
-    spec.write_text(f"pipeline: {REPO}/pipelines/scifact.yaml\ndataset: {shared_data / 'scifact'}\nk: [10]\n"
+    spec.write_text(f"pipeline: {REPO}/pipelines/scifact.yaml\ndataset: {scifact_sample(shared_data)}\nk: [10]\n"
                     f"dims: [384, 256]\nembedders: [{json.dumps(fastest_runtime())}]\n"
                     f"grid:\n  - index: {REPO}/indexes/flat.yaml\n")
     run = run_eval(load_spec(spec), EVAL_CACHE, traffic="64")  # quality only is read: the served path in batches

@@ -4,7 +4,9 @@ Each grid is evaluated whole once (the fastest runtime's cached vectors: nothing
 it over eval's own measurements (``tune(..., measured=...)``), so the two picks differ only if the walk's
 decisions do, never by timing noise between two runs. Either the picks are the same, or tune names the
 assumption that failed on the data (and then must still land on eval's pick, having measured what it skipped).
-SciFact runs its first 150 judged queries to keep the suite short; the whole 300 agree too (docs/tasks/eval-and-tune.md).
+SciFact runs its first 150 judged queries over the suite's sample of its corpus (tests/datasets.py: every judged
+abstract and each query's BM25 near-misses, 1,500 of 5,183) to keep the suite short; the whole corpus and all 300
+queries agree too (docs/tasks/eval-and-tune.md).
 """
 
 from __future__ import annotations
@@ -16,13 +18,16 @@ from ragcost.evaluate.run import run_eval
 from ragcost.evaluate.spec import load_spec
 from ragcost.evaluate.tune import ASSUMPTIONS, summary_lines, tune
 from tests.conftest import EVAL_CACHE, fastest_runtime
+from tests.datasets import scifact_sample
 from tests.evaluate.conftest import REPO
 
 pytestmark = pytest.mark.slow
 
 
-def _spec(name: str, max_queries=None):
+def _spec(name: str, max_queries=None, dataset=None):
     ls = load_spec(REPO / "eval" / f"{name}.yaml")
+    if dataset is not None:  # SciFact: the suite's sample of its corpus (tests/datasets.py)
+        ls.dataset_path = dataset
     ls.spec.embedders = [EmbedConfig.model_validate(fastest_runtime())]  # the cached runtime (one variant)
     ls.spec.max_queries = max_queries
     return ls
@@ -34,10 +39,11 @@ def test_tune_picks_what_eval_picks(name, max_queries, shared_data):
     # here). tune prices its own bound at the same traffic: at its default, one at a time, a query's embedding alone
     # cost more than whole configurations measured in 64s, and SciFact's ivf-flat d384, eval's pick in CI, was
     # skipped as "dominated before building" (stop 50)
-    full = run_eval(_spec(name, max_queries), EVAL_CACHE, traffic="64")
+    dataset = scifact_sample(shared_data) if name.startswith("scifact") else None
+    full = run_eval(_spec(name, max_queries, dataset), EVAL_CACHE, traffic="64")
     assert full.embedded_documents == 0
     rec = next(r for r in full.ok() if r.recommended)
-    rep = tune(_spec(name, max_queries), None, EVAL_CACHE, measured=full.results, traffic="64")
+    rep = tune(_spec(name, max_queries, dataset), None, EVAL_CACHE, measured=full.results, traffic="64")
     text = "\n".join(summary_lines(rep))
     print(f"{name}: eval {rec.name}, tune {rep.chosen.name}, {rep.ran} of {rep.full_grid} measured; failed {rep.failed}")
     assert rep.floor == pytest.approx(1 - full.within_pct / 100)  # the same rule: eval's within_pct
