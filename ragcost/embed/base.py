@@ -46,6 +46,15 @@ class Embedder(ABC):
     def warm_up(self) -> None:
         """Load weights; called once before the first batch."""
 
+    def warm_up_queries(self) -> None:
+        """Load what embedding queries needs (the embed stage's warm-up); a backend with a lighter query path
+        (:mod:`ragcost.embed.lean_bert`) loads only that, and ``embed_queries`` then runs it."""
+        self.warm_up()
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        """Queries' vectors (the embed stage's call): ``embed`` unless the backend has a lighter query path."""
+        return self.embed(texts)
+
     @abstractmethod
     def embed_batch(self, texts: list[str]) -> np.ndarray:
         """(len(texts), native_dim) float32, L2-normalised."""

@@ -7,7 +7,7 @@ import json
 import warnings
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -74,6 +74,52 @@ class SentenceTransformersEmbedder(Embedder):
         super().__init__(config, base)
         self.path = resolve_model_path(config.model, base)
         self._model: Any = None
+        self._lean: Any = None  # ragcost.embed.lean_bert.LeanBert, when a query process loaded only that
+
+    def lean_refusal(self) -> Optional[str]:
+        """None when queries can run on :mod:`ragcost.embed.lean_bert` (the same vectors, torch alone); else why not."""
+        from ragcost.embed.lean_bert import applies
+
+        if self.config.dtype != "float32":
+            return f"embed.dtype {self.config.dtype}"
+        if self.config.device not in ("cpu", "auto"):
+            return f"embed.device {self.config.device}"
+        if self.config.device == "auto" and torch_device("auto") != "cpu":
+            return "a GPU is visible (embed.device auto)"
+        return applies(self.path)
+
+    def warm_up_queries(self) -> None:
+        """A query's path: the lean BERT encoder where it applies (1.7 s cold instead of sentence-transformers' 5),
+        else the full model. Loaded beside the full model too (an eval embeds its corpus with that and prices the
+        query path with this): queries are embedded the way a query process embeds them."""
+        if self._lean is not None:
+            return
+        if self.lean_refusal() is None:
+            from ragcost.embed.lean_bert import LeanBert
+            from ragcost.embed.threads import apply_torch_threads
+
+            apply_torch_threads()
+            try:
+                self._lean = LeanBert(self.path)
+                return
+            except Exception:  # noqa: BLE001  (an unreadable weight file: sentence-transformers says what is wrong)
+                self._lean = None
+        self.warm_up()
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        if self._lean is None:
+            return self.embed(texts)
+        if not texts:
+            return np.zeros((0, self._lean.hidden), dtype=np.float32)
+        from ragcost.embed.threads import one_thread_if_short
+
+        with one_thread_if_short(texts, self.config.single_thread_chars):
+            return self._lean.embed(texts, self.config.batch_size)
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        if self._model is None and self._lean is not None:
+            return self._lean.count_tokens(texts)
+        return super().count_tokens(texts)
 
     def warm_up(self) -> None:
         if self._model is not None:
@@ -104,6 +150,8 @@ class SentenceTransformersEmbedder(Embedder):
     def embed(self, texts: list[str]) -> np.ndarray:
         # One encode call over all texts: sentence-transformers sorts by length and batches itself,
         # which is faster than us slicing batches (and is exactly what the raw library does).
+        if self._model is None and self._lean is not None:  # a query process (a guard's sentences too): the same vectors
+            return self.embed_queries(texts)
         if not texts:
             return np.zeros((0, self.native_dim), dtype=np.float32)
         from ragcost.embed.threads import one_thread_if_short
@@ -124,11 +172,15 @@ class SentenceTransformersEmbedder(Embedder):
 
     @cached_property
     def native_dim(self) -> int:
+        if self._model is None and self._lean is not None:
+            return self._lean.hidden
         get = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         return int(get())
 
     @property
     def max_tokens(self) -> int:
+        if self._model is None and self._lean is not None:
+            return self._lean.max_tokens
         return int(self.model.max_seq_length)
 
     @cached_property

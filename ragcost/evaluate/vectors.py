@@ -205,11 +205,11 @@ def embed_queries(pipe: Pipeline, queries: dict[str, str], dataset: Path, cache_
         seconds, np.array([cached[q][3] for q in ids]), len(todo), cpu)
 
 
-MEASURE_VERSION = 5  # 1: process CPU of emb.embed, each query its batch's share of whichever set was embedded first;
+MEASURE_VERSION = 6  # 1: process CPU of emb.embed, each query its batch's share of whichever set was embedded first;
 # 2: one timed round after one untimed batch (a batch of a new shape paid torch's kernel build);
 # 3: three whole rounds, each batch its median round; 4: rounds on until they span MEASURE_SPAN_S;
 # 5: calls of the traffic's batch size, each batch's CPU split over its queries by their work (4 gave a batch's
-# whole CPU to its first query)
+# whole CPU to its first query); 6: the embed stage runs the lean BERT encoder where it applies, as a query process does
 MEASURE_ROUNDS = 3  # at least this many timed rounds over every batch; a batch's figure is its median round
 MEASURE_SPAN_S = 5.0  # ...and more rounds until they span this long: a slow spell of the machine outlasts a round
 MEASURE_MAX_ROUNDS = 9

@@ -85,7 +85,8 @@ class GroundedGuard(Guard):
         self._notes: dict[str, Any] = {}
 
     def warm_up(self) -> None:
-        self._embedder().warm_up()
+        emb = self._embedder()
+        getattr(emb, "warm_up_queries", emb.warm_up)()  # the query path's encoder: it embeds the answer's sentences
         if self.params.mode == "stored":
             self._index_sentences()
 

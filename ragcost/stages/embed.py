@@ -17,7 +17,8 @@ class EmbedQueries(Stage):
     type = "embed"
 
     def warm_up(self) -> None:
-        self.ctx.embedder.warm_up()
+        emb = self.ctx.embedder
+        getattr(emb, "warm_up_queries", emb.warm_up)()  # a query process loads only what embedding a query needs
 
     def run(self, batch: list[QueryState], usage: UsageRecord) -> list[QueryState]:
         emb = self.ctx.embedder
@@ -37,7 +38,7 @@ class EmbedQueries(Stage):
             usage.notes["work"] = {s.id: n + c for s, n in zip(batch, read)}
             usage.notes["tokens"] = {s.id: n for s, n in zip(batch, read)}
         usage.cached_input_tokens = 0  # a local model has no prompt cache: known zero, not unknown
-        full = emb.embed(texts)
+        full = emb.embed_queries(texts) if hasattr(emb, "embed_queries") else emb.embed(texts)
         vecs = truncate(full, self.ctx.dim)
         for s, v in zip(batch, vecs):
             s.vector = v
