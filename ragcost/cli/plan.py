@@ -9,6 +9,7 @@ free (a price, power, electricity).
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -82,6 +83,8 @@ def plan(
     embed_per_second: float = typer.Option(C.EMBED_PER_SECOND, "--embed-per-second", callback=_range(0, 1e9, lo_open=True),
                                            help="Corpus mode: chunks one worker embeds per second; default measured by "
                                                 "bench.embed (MiniLM, torch, one 2-core CPU)."),
+    pipeline: Optional[Path] = typer.Option(None, "--pipeline", help="Corpus mode: an indexed pipeline: its chunks and dim (unless --chunks/--dim say otherwise, e.g. the corpus grown), its chunk store's bytes per chunk, and the embedding rate measured on a sample of its own chunks here."),
+    chunk_bytes: Optional[float] = typer.Option(None, "--chunk-bytes", callback=_range(0, 1e9, lo_open=True), help="Corpus mode: the chunk store's bytes per chunk (text, ids, metadata, its vector); default: measured with --pipeline, else an estimate from SciFact's and Cranfield's stores plus the vector."),
     workers: Optional[int] = typer.Option(None, "--workers", callback=_range(1, 1e6), help="Corpus mode: 2-core embedding workers (default: the machines' vCPUs / 2)."),
     gpu_usd_per_hour: Optional[float] = typer.Option(None, "--gpu-usd-per-hour", callback=_range(0, 1e6), help="Cloud GPU $/h; 0 = free."),
     tokens_per_second: Optional[float] = typer.Option(None, "--tokens-per-second", callback=_range(0, 1e12, lo_open=True), help="Measured or expected throughput while busy, > 0."),
@@ -98,17 +101,29 @@ def plan(
     if shards is not None and chunks is not None and shards > chunks:
         raise typer.BadParameter(f"{shards:,} shards for {chunks:,} vector(s) (--chunks) would leave shards empty, each "
                                  f"still paid for; give --shards from 1 to {chunks:,}", param_hint="'--shards'")
+    measured = None
+    if pipeline is not None:
+        measured = _measure_pipeline(pipeline)
+        chunks = chunks if chunks is not None else measured.chunks
+        dim = dim if dim is not None else measured.dim
+        if chunk_bytes is None:
+            chunk_bytes = measured.store_bytes_per_chunk
+        if embed_per_second == C.EMBED_PER_SECOND:  # not given: the user's own chunks, measured here
+            embed_per_second = measured.chunks_per_second
     _require_pairs(chunks=chunks, dim=dim, tokens_per_second=tokens_per_second, gpu_usd_per_hour=gpu_usd_per_hour,
                    purchase_usd=purchase_usd, power_kw=power_kw, usd_per_kwh=usd_per_kwh)
     out: list[tuple[str, str, str]] = []  # (what, result, inputs)
     out += _kv_lines(model_config, layers, kv_heads, head_dim, dtype, gpu_mem_gb, weights_gb, params_b, context,
                      mem_utilization)
-    corpus = shards is not None or replicas is not None or kind == "pgvector-hnsw"
+    corpus = shards is not None or replicas is not None or kind == "pgvector-hnsw" or pipeline is not None
     if corpus:
         if chunks is None or dim is None:
-            raise ConfigError("corpus mode (--shards/--replicas/--kind pgvector-hnsw) needs --chunks and --dim")
+            raise ConfigError("corpus mode (--shards/--replicas/--kind pgvector-hnsw) needs --chunks and --dim, or --pipeline")
+        if shards is not None and shards > chunks:
+            raise typer.BadParameter(f"{shards:,} shards for {chunks:,} vector(s) would leave shards empty, each still "
+                                     f"paid for; give --shards from 1 to {chunks:,}", param_hint="'--shards'")
         out += _corpus_lines(chunks, dim, kind, shards or 1, replicas or 1, instance, pricing, m, pq_m, nbits,
-                             embed_per_second, workers)
+                             embed_per_second, workers, chunk_bytes, measured, pipeline)
     elif chunks is not None and dim is not None:
         out.append(_index_line(chunks, dim, precision, kind, m, pq_m, nbits))
     # One idle rule for both figures, shown both ways (ragcost.cost.plan.VIEWS): fully loaded first.
@@ -205,9 +220,22 @@ def _index_line(chunks: int, dim: int, precision: str, kind: str, m: int, pq_m: 
             f"by the storage formula query and eval charge")
 
 
+def _measure_pipeline(path: Path) -> Any:
+    """The indexed pipeline's chunks, dim, store bytes and an embedding rate measured on its own chunks."""
+    from ragcost.runtime.index_estimate import measure_stored
+    from ragcost.runtime.pipeline import Pipeline
+
+    pipe = Pipeline.load(path, judge=False)
+    try:
+        return measure_stored(pipe)
+    finally:
+        pipe.close()
+
+
 def _corpus_lines(chunks: int, dim: int, kind: str, shards: int, replicas: int, instance: Optional[str], pricing: Path,
                   m: int, pq_m: Optional[int], nbits: int, embed_per_second: float,
-                  workers: Optional[int]) -> list[tuple[str, str, str]]:
+                  workers: Optional[int], chunk_bytes: Optional[float] = None, measured: Any = None,
+                  pipeline: Optional[Path] = None) -> list[tuple[str, str, str]]:
     from ragcost.cost.pricebook import TimeResource, load_price_book
 
     if kind not in C.CORPUS_KINDS:
@@ -216,7 +244,8 @@ def _corpus_lines(chunks: int, dim: int, kind: str, shards: int, replicas: int, 
 
     def planned(name: str, res: TimeResource) -> C.ShardPlan:
         return C.plan_corpus(chunks, dim, kind, shards, replicas, res.ram_gib * 2**30, res.usd_per_hour, M=m, pq_m=pq_m,
-                             nbits=nbits, embed_per_second=embed_per_second, workers=workers, vcpus=res.vcpus)
+                             nbits=nbits, embed_per_second=embed_per_second, workers=workers, vcpus=res.vcpus,
+                             store_bytes_per_chunk=chunk_bytes)
 
     if instance is not None:
         res = book.resource(instance, str(pricing))
@@ -242,8 +271,18 @@ def _corpus_lines(chunks: int, dim: int, kind: str, shards: int, replicas: int, 
          f"and the page cache): {p.shards_per_machine} shard(s) per machine, x {replicas} replica(s); {why}"),
         ("$ per month", f"${P.num(p.usd_per_month)}",
          f"{p.machines} x ${P.num(res.usd_per_hour)}/h x {C.HOURS_PER_MONTH} h ({pricing})"),
+        ("Chunk store", P.human_bytes(p.store_bytes),
+         f"{P.num(chunks)} chunks x {P.num(p.store_bytes / chunks)} B (texts, ids, metadata, each chunk's vector), one "
+         f"store for all shards; " + (f"measured in {pipeline}'s store ({P.num(measured.chunks)} chunks, "
+                                      f"{P.num(measured.store_bytes)} B)" if measured is not None and chunk_bytes == measured.store_bytes_per_chunk
+                                      else "as given (--chunk-bytes)" if chunk_bytes is not None
+                                      else f"estimated: {C.CHUNK_ROW_BYTES:,} B a row (SciFact's and Cranfield's stores) "
+                                           f"+ {4 * dim:,} B of float32 vector; --pipeline measures yours")),
         ("Embedding time", f"{P.num(p.embed_seconds / 3600)} h = {P.num(days)} days",
-         f"{P.num(chunks)} chunks / ({P.num(embed_per_second)} chunks/s per 2-core worker x {p.workers} worker(s))"),
+         f"{P.num(chunks)} chunks / ({P.num(embed_per_second)} chunks/s per 2-core worker x {p.workers} worker(s))"
+         + (f"; the rate measured here ({os.cpu_count()} cores) on {measured.sample} of {pipeline}'s own chunks "
+            f"({P.num(measured.sample_seconds)} s)"
+            if measured is not None and embed_per_second == measured.chunks_per_second else "")),
     ]
 
 

@@ -122,6 +122,7 @@ class ShardPlan:
     usd_per_month: float
     embed_seconds: float
     workers: int
+    store_bytes: int = 0  # the chunk store (texts, ids, metadata, its vectors) of the whole corpus
 
 
 def index_structure_bytes(n: int, dim: int, kind: str, M: int = 16, pq_m: Optional[int] = None, nbits: int = 8) -> int:
@@ -140,11 +141,12 @@ def index_structure_bytes(n: int, dim: int, kind: str, M: int = 16, pq_m: Option
 def plan_corpus(chunks: int, dim: int, kind: str, shards: int, replicas: int, instance_ram_bytes: float,
                 usd_per_hour: float, M: int = 16, pq_m: Optional[int] = None, nbits: int = 8,
                 embed_per_second: float = EMBED_PER_SECOND, workers: Optional[int] = None,
-                vcpus: Optional[int] = None) -> ShardPlan:
+                vcpus: Optional[int] = None, store_bytes_per_chunk: Optional[float] = None) -> ShardPlan:
     """RAM and disk per shard, the machines that hold ``shards x replicas`` of them, $ per month, embedding time.
 
     ``embed_per_second`` is per 2-core worker (as measured), so by default every machine embeds with
-    ``vcpus // 2`` workers (one when its vCPUs are unknown)."""
+    ``vcpus // 2`` workers (one when its vCPUs are unknown). The chunk store's disk is ``store_bytes_per_chunk``
+    per chunk (measured in the user's store, else :func:`chunk_store_bytes_per_chunk`'s estimate)."""
     if shards < 1 or replicas < 1:
         raise ConfigError("shards and replicas must be >= 1")
     n = math.ceil(chunks / shards)
@@ -161,5 +163,19 @@ def plan_corpus(chunks: int, dim: int, kind: str, shards: int, replicas: int, in
     per_machine = max(1, min(int(usable // ram), shards))
     machines = math.ceil(shards / per_machine) * replicas  # a replica set never shares a machine with its copy
     workers = workers or machines * max((vcpus or 2) // 2, 1)
+    per_chunk = chunk_store_bytes_per_chunk(dim) if store_bytes_per_chunk is None else store_bytes_per_chunk
     return ShardPlan(n, own, ram, disk, per_machine, machines, machines * usd_per_hour * HOURS_PER_MONTH,
-                     chunks / (embed_per_second * workers), workers)
+                     chunks / (embed_per_second * workers), workers, int(math.ceil(chunks * per_chunk)))
+
+
+# A chunk's row in a DuckDB chunk store besides its float32 vector: text, ids, metadata, the documents table's
+# share and DuckDB's own overhead. Measured on the eval cache's stores (254-token chunks, dim 384): SciFact's whole
+# corpus 32,780,288 B for 9,920 chunks, Cranfield's 6,565,888 B for 1,858: 3,304 and 3,534 B a chunk, less 1,536
+# B of vector, 1,768 and 1,998 B; the larger is used. Another chunk size or store scales it: `plan --pipeline`
+# measures the user's own.
+CHUNK_ROW_BYTES = 2000
+
+
+def chunk_store_bytes_per_chunk(dim: int) -> float:
+    """The chunk store's bytes for one chunk when nothing was measured: its row and its float32 vector."""
+    return CHUNK_ROW_BYTES + 4 * dim

@@ -150,3 +150,53 @@ def _price(pipe: Pipeline, est: IndexEstimate) -> None:
         rec = UsageRecord(stage="index", resource=est.resource, wall_seconds=phase.seconds, items=phase.texts,
                           cpu_seconds=phase.cpu_seconds, input_tokens=phase.tokens or None)
         phase.usd = cost_of(rec, book)
+
+
+@dataclass
+class StoredCorpus:
+    """What `ragcost plan --pipeline` reads from an indexed pipeline: its size, and its embedding rate measured on
+    a sample of its own chunks on this machine."""
+
+    chunks: int
+    dim: int
+    store_bytes: int  # the store's own tables (texts, ids, metadata, the stored vectors), as query time charges them
+    sample: int
+    sample_seconds: float
+    cpu_seconds: float
+
+    @property
+    def store_bytes_per_chunk(self) -> float:
+        return self.store_bytes / self.chunks if self.chunks else 0.0
+
+    @property
+    def chunks_per_second(self) -> float:
+        return self.sample / self.sample_seconds if self.sample_seconds > 0 else 0.0
+
+
+def measure_stored(pipe: Pipeline, sample_chunks: int = SAMPLE_CHUNKS) -> StoredCorpus:
+    """The indexed corpus's chunks, dim and store bytes, and a seeded sample of its chunk texts embedded once after
+    a warm-up call (the rate `plan` scales: the user's own chunks, not a bench's); a ConfigError when not indexed."""
+    from ragcost.errors import ConfigError
+    from ragcost.runtime.indexing import read_only_store
+
+    store = read_only_store(pipe)
+    if store is None:
+        raise ConfigError(f"{pipe.path}: not indexed yet (no store at {pipe.config.store_url}); run `ragcost index "
+                          f"{pipe.path}` first, or plan with --chunks and --dim")
+    try:
+        n = store.count_chunks()
+        if n == 0:
+            raise ConfigError(f"{pipe.path}: the store holds no chunks; run `ragcost index {pipe.path}` first, or plan "
+                              "with --chunks and --dim")
+        _, texts = store.chunk_column("text")
+    finally:
+        store.close()
+    rng = np.random.default_rng(SEED)
+    sample = [texts[i] for i in sorted(rng.choice(len(texts), min(sample_chunks, len(texts)), replace=False))]
+    emb = pipe.embedder
+    emb.warm_up()
+    emb.embed(sample[:2])  # first calls pay lazy initialisation a long run pays once
+    t0, c0 = time.perf_counter(), time.process_time()
+    emb.embed(sample)
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return StoredCorpus(n, pipe.dim, pipe.store_bytes(), len(sample), seconds, cpu)

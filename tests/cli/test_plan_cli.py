@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import os
+
 import pytest
 
 from ragcost.cli.main import main
@@ -232,3 +235,49 @@ class TestCheapestInstance:
         code, out, err = run(capsys, *self.ONE_M, "--instance", "r7i-2xlarge")
         assert code == 0, err
         assert "Machines: 2 x r7i-2xlarge " in out and "as given (--instance)" in out and "$ per month: $772.6 " in out
+
+
+class TestPipeline:
+    """`--pipeline P`: the indexed corpus's own chunks, dim, chunk-store bytes and embedding rate (issue 42 item 6)."""
+
+    def test_counts_the_chunk_store_and_measures_the_rate_on_its_own_chunks(self, capsys, tmp_path):
+        from ragcost.runtime.pipeline import Pipeline
+        from tests.cli.conftest import write_corpus, write_pipeline
+
+        write_corpus(tmp_path / "kb.jsonl")
+        p = write_pipeline(tmp_path)
+        assert main(["index", str(p), "--quiet"]) == 0
+        capsys.readouterr()
+        pipe = Pipeline.load(p, judge=False)
+        try:
+            n, store = pipe.store().count_chunks(), pipe.store_bytes()
+        finally:
+            pipe.close()
+        code, out, err = run(capsys, "--pipeline", str(p), "--kind", "hnsw")
+        assert code == 0, err
+        assert f"Vectors per shard: {n:,} " in out and "dim 384" in out  # the store's chunks and the pipeline's dim
+        per = store / n
+        assert f"Chunk store: {math.ceil(n * per):,} B" in out and f"measured in {p}'s store ({n:,} chunks, {store:,} B)" in out
+        assert f"the rate measured here ({os.cpu_count()} cores) on {n} of {p}'s own chunks" in out
+        assert "18.1 chunks/s" not in out
+        # the corpus grown: --chunks sizes it, the per-chunk bytes and the rate stay the measured ones
+        code, out, err = run(capsys, "--pipeline", str(p), "--kind", "hnsw", "--chunks", "1_000_000", "--embed-per-second", "20")
+        assert code == 0, err
+        assert f"Chunk store: {math.ceil(1_000_000 * per):,} B" in out and "Vectors per shard: 1,000,000 " in out
+        assert "Embedding time: 13.89 h" in out and "measured here" not in out  # 1M / (20 x 1 worker) s, as given
+
+    def test_without_a_pipeline_the_chunk_store_is_the_stated_estimate(self, capsys):
+        from ragcost.cost.capacity import CHUNK_ROW_BYTES
+
+        code, out, err = run(capsys, *TestCorpus.CORPUS, "--kind", "hnsw")
+        assert code == 0, err
+        assert f"Chunk store: {100_000_000 * (CHUNK_ROW_BYTES + 4 * 384):,} B" in out and "--pipeline measures yours" in out
+
+    def test_a_pipeline_not_indexed_yet_is_one_line_naming_the_fix(self, capsys, tmp_path):
+        from tests.cli.conftest import write_corpus, write_pipeline
+
+        write_corpus(tmp_path / "kb.jsonl")
+        p = write_pipeline(tmp_path)
+        code, out, err = run(capsys, "--pipeline", str(p), "--kind", "hnsw")
+        assert code != 0 and out == ""
+        assert len(err.strip().splitlines()) == 1 and "not indexed yet" in err and f"ragcost index {p}" in err
