@@ -77,6 +77,7 @@ class ConfigResult:
     judged_at_k: Optional[float] = None  # share of the top-k documents (first k) that carry a judgment, 0 included
     path: str = "query embedding + search"  # what the $ and latency columns include (evaluate.served.describe)
     timing_noise: float = 0.0  # relative spread (max - min) / median of the repeated timing rounds' search CPU
+    served_noise: float = 0.0  # the served path's timed passes: spread of their total $ over the median pass's
     # per query, in the run's query order: each metric, "useful" and "usd" (not in --json; the ledger keeps the quality's)
     per_query: dict[str, Any] = field(default_factory=dict, repr=False)
     top: list[list[str]] = field(default_factory=list, repr=False)  # per query its top max(k) documents (not in --json)
@@ -442,6 +443,7 @@ class _Evaluator:
 
             served = measure_served(self, c, index, self.ls.stages.get(c.entry) if c.rerank else None, self.traffic_batch)
             r.warnings += [f"not priced: {x}" for x in served.skipped]
+            r.served_noise = served.noise
             lat = served.seconds  # the whole path a served query waits for, its embedding included
         self._price(r, c, index, ranked, search_lat, cpu, stage_s, extra_records, served)
         final_scores = self._stage_runner().last_scores if stage else self._scores_of(got)

@@ -60,6 +60,7 @@ class Served:
     stages: list[str]  # the stages priced, in order
     skipped: list[str] = field(default_factory=list)  # "stage: why" for each one left out
     extra_storage_bytes: int = 0  # what the served stages keep besides the index: BM25 folders, sentence vectors
+    noise: float = 0.0  # the timed passes' spread of total $: (max - min) / median
 
 
 def stage_list(ev: Any, c: Any, extra: Any) -> tuple[list[tuple[type, Any]], list[str]]:
@@ -148,11 +149,13 @@ def measure(ev: Any, c: Any, index: Any, extra: Any, batch: int) -> Served:
         scratch.close()
     pick = sorted(range(ROUNDS), key=lambda i: rounds[i][0].sum())[ROUNDS // 2]
     usd, _, records = rounds[pick]
+    totals = [float(r[0].sum()) for r in rounds]
+    noise = (max(totals) - min(totals)) / totals[pick] if totals[pick] > 0 else 0.0
     seconds = np.median(np.vstack([r[1] for r in rounds]), axis=0)
     kept = sum(st.backend.index_bytes() for st in built if isinstance(st, Rerank) and isinstance(st.backend, Hybrid))
     if any(isinstance(st, GuardStage) and wants_index_sentences(st.params.checks) for st in built):
         kept += ev.sentence_bytes()  # the grounded check's index-time sentence vectors, as `ragcost index` keeps them
-    return Served(usd, seconds, records, [getattr(st, "name", st.type) for st in built], skipped, int(kept))
+    return Served(usd, seconds, records, [getattr(st, "name", st.type) for st in built], skipped, int(kept), noise)
 
 
 class _ScratchLedger:

@@ -15,12 +15,14 @@ what it skipped:
   3. approximate indexes are built only at a (dim, precision) whose exact search passed
      (``ceiling``); a build whose $ per useful document at the exact search's useful documents and
      no search time is beyond the noise above the cheapest passing one is not built
-     (``exact-bound``); a sweep stops at the first value that returns exact search's documents
-     (``wider-adds-time``).
+     (``exact-bound``: the noise is the paired interval's plus the served passes' own spread,
+     ``ConfigResult.served_noise``); a sweep stops at the first value that returns exact search's
+     documents (``wider-adds-time``).
 Then every assumption is checked on the data (``_verify``): passively, by the largest gain the
 measured configurations show against it (an int8 above its float32, d192 above d384, an HNSW
 above flat: a skip whose stopping configuration is within that gain of the floor no longer
-stands), and actively, by measuring the skipped neighbours of the pick and of the best (one dim,
+stands; a sweep whose stopping value is priced within the served passes' noise of the pick no longer
+stands either: a wider value can come out cheaper by the machine alone), and actively, by measuring the skipped neighbours of the pick and of the best (one dim,
 one precision, one sweep value away). An assumption that fails is named with its evidence and
 everything it skipped is measured; the pick is taken again until no check changes it.
 """
@@ -382,11 +384,13 @@ def _lower_bound(ev: Any, c: Candidate, ceiling: ConfigResult, index_bytes: Opti
 
 def _dominated(lb: Optional[float], inc: Optional[ConfigResult]) -> bool:
     """Beyond the noise above the incumbent even at its bound: eval's rule would call it dearer.
-    Twice the margin a saving must clear, as a bound's own estimate is a point, not an interval."""
+    Twice the margin a saving must clear, as a bound's own estimate is a point, not an interval, and twice the
+    spread of the incumbent's served passes: a configuration priced in passes that far apart can come out that
+    much cheaper by the machine alone (8 questions one at a time under load: 11%, stop 52's fresh clone)."""
     from ragcost.evaluate.intervals import margin
 
     return inc is not None and lb is not None and inc.usd_per_useful is not None \
-        and lb >= inc.usd_per_useful * (1 + 2 * margin(inc, inc))
+        and lb >= inc.usd_per_useful * (1 + 2 * margin(inc, inc) + 2 * getattr(inc, "served_noise", 0.0))
 
 
 def _walk_indexes(walk: _Walk, vi: int, cands: list[Candidate], passed: dict) -> None:
@@ -500,6 +504,13 @@ def _passively_failed(walk: _Walk, s: Skip, gains: dict, chosen: Optional[Config
         if gain > 1 and hi * gain >= walk.report.floor - 1e-12:
             return (f"{ev} ({gain - 1:.2%} better); {s.stop.name}, which the skip rests on, reaches "
                     f"{hi * gain:.1%} of the best with that gain, the floor is {walk.report.floor:.1%}")
+    if s.assumption == "wider-adds-time" and chosen is not None and s.stop is not None \
+            and s.stop.usd_per_useful is not None and not _dominated(s.stop.usd_per_useful, chosen):
+        # a wider value returns the same documents at a little more search time: within the measurement's noise
+        # of the pick it can be priced below it, and eval, measuring it, would pick it
+        return (f"{s.stop.name}, where the sweep stopped, is priced within the measurement's noise of the pick "
+                f"{chosen.name} (${s.stop.usd_per_useful:.3g} against ${chosen.usd_per_useful:.3g}, served passes "
+                f"{chosen.served_noise:.1%} apart): a wider value can be priced below the pick")
     if s.assumption == "exact-bound" and chosen is not None and chosen.usd_per_useful is not None:
         gain, ev = gains["exact-bound"]
         v, evr, _ = walk.prepared[s.vi]

@@ -208,6 +208,19 @@ class TestDominanceBound:
             assert usd["embed"] < bound * r.useful < r.total_usd - usd["retrieve"] - usd["overhead"], c.name
             assert bound * r.useful - usd["embed"] < usd["storage"], c.name
 
+    def test_a_bound_within_the_picks_served_spread_is_not_dominated(self):
+        """Three timed passes 10% apart: a build bounded 20% above the incumbent can be priced below it by the
+        machine alone (eval picked an ef=64 that tune had stopped short of, stop 52), so it is not skipped."""
+        from types import SimpleNamespace
+
+        from ragcost.evaluate.tune import _dominated
+
+        quiet = SimpleNamespace(usd_per_useful=1.0, timing_noise=0.0, total_usd=1.0, stages=[], served_noise=0.0)
+        loud = SimpleNamespace(**{**vars(quiet), "served_noise": 0.10})
+        assert _dominated(1.2, quiet)  # beyond twice the 2% noise floor
+        assert not _dominated(1.2, loud)  # inside 1 + 2 x 2% + 2 x 10%
+        assert _dominated(1.25, loud)
+
     def test_the_bound_before_a_build_is_below_the_bound_after_it(self, measured):
         from ragcost.evaluate.tune import _lower_bound
 
