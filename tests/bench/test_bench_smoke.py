@@ -179,10 +179,13 @@ def test_index_estimate_prints_the_dry_runs_figures_beside_the_real_runs(tmp_pat
     from tests.evaluate.conftest import write_beir
 
     write_beir(tmp_path / "data" / "synth", n_docs=48)
-    index_estimate.main(["--dataset", "synth", "--data", str(tmp_path / "data"), "--docs", "20"])
+    index_estimate.main(["--dataset", "synth", "--data", str(tmp_path / "data"), "--docs", "20", "--repeats", "2"])
     out = printed(capsys)
     assert out["documents"] == 20 and out["chunks"]["estimated"] == out["chunks"]["embedded"] > 0
     assert out["chunks"]["sample"] == min(64, out["chunks"]["estimated"]) and out["chunks"]["ratio"] > 0
+    raw = out["index_vs_raw_encode"]  # the same chunks through the raw library's encode, in the same run
+    assert raw["chunks"] == out["chunks"]["embedded"] and len(raw["index_chunks_per_s"]) == 2
+    assert raw["ratio_min"] <= raw["ratio_median"] and all(x > 0 for x in raw["raw_encode_chunks_per_s"])
 
 
 def test_readers_reports_each_kind_on_the_folders_given(tmp_path, capsys):
