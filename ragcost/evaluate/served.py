@@ -32,7 +32,8 @@ left out and named in the run's warnings, and the columns say what they include.
 stage's BM25 folder, the grounded check's index-time sentence vectors (their size, from the chunks' sentences)
 and the store's tables. One untimed pass warms
 every stage but the embedding (BM25 built, sentence vectors embedded once, as a served process has them; the
-queries carry eval's cached vectors), then ``ROUNDS`` timed passes: the dollars are the pass of median total, each query's latency its median over the passes.
+queries carry eval's cached vectors), then ``ROUNDS`` timed passes: the dollars are the pass of median total,
+each query's latency its median over the passes, and the passes' spread of total $ is ``Served.noise``.
 """
 
 from __future__ import annotations

@@ -22,9 +22,10 @@ Then every assumption is checked on the data (``_verify``): passively, by the la
 measured configurations show against it (an int8 above its float32, d192 above d384, an HNSW
 above flat: a skip whose stopping configuration is within that gain of the floor no longer
 stands; a sweep whose stopping value is priced within the served passes' noise of the pick no longer
-stands either: a wider value can come out cheaper by the machine alone), and actively, by measuring the skipped neighbours of the pick and of the best (one dim,
-one precision, one sweep value away). An assumption that fails is named with its evidence and
-everything it skipped is measured; the pick is taken again until no check changes it.
+stands either: a wider value can come out cheaper by the machine alone), and actively, by measuring
+the skipped neighbours of the pick and of the best (one dim, one precision, one sweep value away).
+An assumption that fails is named with its evidence and everything it skipped is measured; the pick
+is taken again until no check changes it.
 """
 
 from __future__ import annotations
@@ -390,7 +391,7 @@ def _dominated(lb: Optional[float], inc: Optional[ConfigResult]) -> bool:
     from ragcost.evaluate.intervals import margin
 
     return inc is not None and lb is not None and inc.usd_per_useful is not None \
-        and lb >= inc.usd_per_useful * (1 + 2 * margin(inc, inc) + 2 * getattr(inc, "served_noise", 0.0))
+        and lb >= inc.usd_per_useful * (1 + 2 * margin(inc, inc) + 2 * inc.served_noise)
 
 
 def _walk_indexes(walk: _Walk, vi: int, cands: list[Candidate], passed: dict) -> None:
