@@ -387,7 +387,7 @@ def _dominated(lb: Optional[float], inc: Optional[ConfigResult]) -> bool:
     """Beyond the noise above the incumbent even at its bound: eval's rule would call it dearer.
     Twice the margin a saving must clear, as a bound's own estimate is a point, not an interval, and twice the
     spread of the incumbent's served passes: a configuration priced in passes that far apart can come out that
-    much cheaper by the machine alone (8 questions one at a time under load: 11%, stop 52's fresh clone)."""
+    much cheaper by the machine alone (8 questions one at a time under load: 11%)."""
     from ragcost.evaluate.intervals import margin
 
     return inc is not None and lb is not None and inc.usd_per_useful is not None \
