@@ -163,9 +163,12 @@ class QueryState:
                  vector: Optional[np.ndarray] = None, hits: Optional[list[Hit]] = None,
                  answer: Optional[str] = None, citations: Optional[list[str]] = None,
                  notes: Optional[dict[str, Any]] = None, error: Optional[str] = None,
-                 tenant: Optional[str] = None, keep: Optional[int] = None) -> None:
+                 tenant: Optional[str] = None, keep: Optional[int] = None, source_id: Optional[str] = None) -> None:
         self.text = text
         self.id = id
+        # The caller's own id for the query (a `ragcost query --queries` line's ``_id``), kept in the ledger's
+        # ``source_id``; the ledger's ``query_id`` is then a fresh one, so a file run twice never collides.
+        self.source_id = source_id
         self.k = k  # hits the retrieve stage fetches
         # Results the request asked for when a re-rank decides the final count (its explicit k): the last re-rank
         # keeps exactly this many, earlier ones at least this many. None: each re-rank keeps its top_n.

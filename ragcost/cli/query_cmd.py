@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -110,14 +110,15 @@ def query(
     with phase("read the pipeline, price book and store"):
         pipe = Pipeline.load(pipeline)
         require_store(pipe.config.store_url, pipeline)
-    stream = _stream_to_terminal(pipe) if not as_json and queries is None else None
+    stream, show = _stream_to_terminal(pipe) if not as_json and queries is None else (None, None)
     try:
         if prof:  # each stage's warm-up on its own line (run_queries then finds them warm)
             for st in pipe.stages():
                 with phase(f"warm up {st.name}"):
                     st.warm_up()
         with phase(f"{len(items)} quer{'y' if len(items) == 1 else 'ies'}, ledger write included"):
-            run = run_queries(pipe, items, filter_=filter_, k=k, batch_size=batch_size, ledger_url=ledger, write_ledger=not no_ledger)
+            run = run_queries(pipe, items, filter_=filter_, k=k, batch_size=batch_size, ledger_url=ledger, write_ledger=not no_ledger,
+                              on_event=show)
     finally:
         pipe.close()
     with phase("print the results"):
@@ -135,11 +136,12 @@ def query(
             typer.echo(line, err=True)
 
 
-def _stream_to_terminal(pipe) -> dict:
+def _stream_to_terminal(pipe) -> tuple[dict, Any]:
     """Print a single query's answer as the generate stage streams it; retries and fallbacks on stderr.
 
     ``answer: `` is printed with the first text, so a query refused or failed before any text leaves no empty
-    ``answer:`` line on stdout; the returned ``{"started": bool}`` says whether any text was streamed."""
+    ``answer:`` line on stdout; returns ``{"started": bool}``, which says whether any text was streamed, and the
+    event handler for the query run (None when the pipeline generates nothing)."""
     gens = [s for s in pipe.stages() if s.type == "generate"]
     state = {"started": False}
 
@@ -156,6 +158,4 @@ def _stream_to_terminal(pipe) -> dict:
         else:
             typer.echo(f"\n[{kind}] {terminal_safe(text, one_line=True)}", err=True)
 
-    for g in gens:
-        g.on_event = show
-    return state
+    return state, (show if gens else None)

@@ -29,7 +29,8 @@ Schema
     resource ``index.serve.nodes`` names for it); NULL elsewhere.
 
 ``rc_ledger_lifetimes``: one per process that held provisioned capacity (``ragcost serve``, a batch
-    ``ragcost query``): lifetime_id (pk), kind ('serve' | 'batch'), pipeline, run_id, resource (the
+    ``ragcost query``, a ``ragcost.open()`` session from open to close): lifetime_id (pk), kind ('serve' | 'batch' |
+    'session'), pipeline, run_id, resource (the
     price-book resource the process runs on), host, pid, workers (processes this row stands for),
     started_at, heartbeat_at (the last time it was seen alive: a crash still bounds it), stopped_at
     (NULL while alive or after a crash), replica (the ``ragcost serve`` replica, ``serve.replica``;
@@ -103,6 +104,9 @@ queries = sa.Table(
     # The ``ragcost serve`` replica that answered it (serve.replica, default host:port); NULL outside serve
     # (additive: older rows read NULL).
     sa.Column("replica", sa.String(64)),
+    # The caller's own id for the query: a `ragcost query --queries` line's _id (additive: older rows read NULL;
+    # NULL when the caller gave none). query_id stays the ledger's own, so one file run twice never collides.
+    sa.Column("source_id", sa.String(200)),
 )
 
 stage_calls = sa.Table(
@@ -152,7 +156,7 @@ lifetimes = sa.Table(
 )
 # Tables a read-only reader may find missing (a ledger an older ragcost wrote): read as empty.
 OPTIONAL_TABLES = {"rc_ledger_lifetimes"}
-LIFETIME_KINDS = ("serve", "batch")
+LIFETIME_KINDS = ("serve", "batch", "session")
 
 _STAGE_DEFAULTS = {"items": 1, "calls": 1, "retries": 0, "failures": 0, "bytes": 0, "wall_seconds": 0.0,
                    "input_tokens": None, "cached_input_tokens": None, "output_tokens": None,
@@ -340,7 +344,7 @@ class Ledger:
             "tenant": query.get("tenant"), "user_label": query.get("user_label"), "route_path": query.get("route_path"),
             "route_score": query.get("route_score"), "route_reason": query.get("route_reason"),
             "partial": json.dumps(query["partial"], sort_keys=True) if query.get("partial") else None,
-            "replica": query.get("replica"),
+            "replica": query.get("replica"), "source_id": query.get("source_id"),
         }
         return qrow, rows
 

@@ -115,14 +115,19 @@ def run_queries(
     batch_size: int = 32,
     ledger_url: Optional[str] = None,
     write_ledger: bool = True,
+    on_event: Any = None,
 ) -> QueryRun:
-    """Run (id, text) queries in batches; every stage call is timed, priced and written to the ledger.
+    """Run (id, text) queries in batches on a :class:`ragcost.runtime.api.Session` (the API's and serve's query
+    path): every stage call is timed, priced once and written to the ledger, with each query's ``id`` kept as
+    its ``source_id``. ``on_event``: a generate stage's streamed text, as ``Session.run_batch`` takes it.
 
     Each batch's queries and their rows are one transaction (a group commit, as serve's ledger writer makes),
     written as soon as the batch finishes, so a crash keeps every completed batch and no partial rows of the
     one that failed. One commit a query cost 5.8 ms of CPU against 1.0 ms a query in a commit of 64
     (DuckDB, 4 stage rows a query): in a batch, the ledger would have cost more than the search.
     """
+    from ragcost.cost.ledger import utcnow
+    from ragcost.runtime.api import Session
     from ragcost.runtime.request import check_k, check_text
     from ragcost.store.filters import parse_filter
 
@@ -136,64 +141,59 @@ def run_queries(
     fetch, keep = pipe.query_sizes(k)  # k is the number of results each query gets, whatever a re-rank keeps
     if pipe.config.useful.judge == "calibrated":
         pipe.calibration  # noqa: B018  (refused before any query runs when fit for another configuration)
-    pipe.warm_up()
     # A process the `ragcost` command started is this run: it holds its instance from the process's start to its
     # exit, and every CPU-second it uses is the run's (loading, and the tail after the last query, at exit).
     whole = process.owned() and write_ledger
-    from ragcost.cost.ledger import utcnow
-    # The run's setup is start-up, not a query's overhead: opening the ledger and its run rows, the tracer, and the
-    # store's size (measured once per loaded pipeline) happen once per run, as a server does them once per process.
-    # Charged in the first batch's overhead they put 20-40 ms on 64 queries that eval's steady state never sees.
-    pipe.storage_usd_per_query()  # the store's and index's sizes, measured once per loaded pipeline
-    tracer = _tracer(pipe, ledger_url)  # reads the ledger's recent latencies before this run writes to it
-    ledger = _open_ledger(pipe, ledger_url) if write_ledger else None
-    run_id = ledger.start_run("query", pipe.config.name, pipe.price_book.version, {"path": str(pipe.path)}) if ledger else None
-    # A batch holds its instance for its wall time: that is its provisioned time (ragcost.cost.bill).
-    life = ledger.start_lifetime("batch", pipe.config.name, pipe.config.resource, run_id,
-                                 at=process.started_at() if whole else None, ready_at=utcnow() if whole else None) if ledger else None
-    startup_cpu = time.process_time()  # imports, loading the models, opening the index and the ledger: before any query
-    METER.own_thread()
-    METER.baseline()  # loading the models is no query's CPU
+    # A batch holds its instance for its wall time (ragcost.cost.bill); its lifetime beats after every batch.
+    session = Session(pipe, ledger_url, write_ledger, lifetime="batch", held_since=process.started_at() if whole else None,
+                      beat_every_s=0.0)
     states: list[QueryState] = []
     useful: list[float] = []
     calls: list[StageCall] = []
     storage = 0.0
     query_ids: list[str] = []
+    startup_cpu = time.process_time()
     try:
+        session.warm_up()
+        startup_cpu = time.process_time()  # imports, loading the models, opening the index and the ledger: before any query
         for i in range(0, len(items), batch_size):
-            batch = [QueryState(text=t, id=qid, k=fetch, filter=expr, keep=keep) for qid, t in items[i : i + batch_size]]
-            res = pipe.run(batch)
-            # CPU outside stage calls since the last batch (its ledger writes, this one's parsing).
-            over = overhead_call(res.states, pipe.config.resource, pipe.price_book)
-            if over is not None:
-                res.calls.append(over)
-            counts = [useful_count(pipe, s) for s in res.states]
+            batch = [QueryState(text=t, id=qid, k=fetch, filter=expr, keep=keep, source_id=qid)
+                     for qid, t in items[i : i + batch_size]]
+            res, answers = session.run_states(batch, on_event)
             states.extend(res.states)
-            useful.extend(counts)
+            useful.extend(a.useful for a in answers)
             calls.extend(res.calls)
             storage += res.storage_usd_per_query * len(batch)
-            if ledger:
-                query_ids += _write_ledger(pipe, ledger, run_id, res, counts)
-                ledger.heartbeat(life)  # a crash later still bounds the run's provisioned time
-                if not whole and i + batch_size >= len(items):  # no later batch claims this write: this batch pays it
-                    tail = _charge_last_write(pipe, ledger, run_id, res.states, query_ids[-len(res.states):])
-                    if tail is not None:
-                        res.calls.append(tail)
-                        calls.append(tail)
-            if tracer:
-                _trace(tracer, res, pipe)
+            last = i + batch_size >= len(items)
+            tail_due = session.ledger is not None and not whole and last  # no later batch claims this write
+            ids = session.record_many(answers, trace=not tail_due)
+            query_ids += ids
+            if tail_due:  # this batch pays its own write
+                tail = _charge_last_write(pipe, session.ledger, session.run_id, res.states, ids)
+                if tail is not None:
+                    res.calls.append(tail)
+                    calls.append(tail)
+                    row = _tail_row(tail, pipe)
+                    for a in answers:
+                        a.rows.insert(len(a.records), row)
+                        a.records.append(tail.record)
+                session.trace(answers)
     finally:
-        if ledger:
-            if whole:  # closed at the process's exit, with the CPU of start-up and of the tail charged
-                process.at_exit(_close_at_exit, ledger.url, run_id, life, utcnow(), query_ids, startup_cpu,
-                                pipe.config.resource, pipe.price_book)
-            else:
-                ledger.stop_lifetime(life)
-            ledger.finish_run(run_id)
-            ledger.close()
+        if session.ledger is not None and whole and session.run_id is not None:
+            # closed at the process's exit, with the CPU of start-up and of the tail charged
+            process.at_exit(_close_at_exit, session.ledger.url, session.run_id, session.life_id, utcnow(), query_ids,
+                            startup_cpu, pipe.config.resource, pipe.price_book)
+        session.close(stop_lifetime=not whole)
     run = QueryRun(pipe.config.name, states, calls, storage, pipe.price_book.version, useful, judge_label(pipe))
     run.book = pipe.price_book
     return run
+
+
+def _tail_row(tail: StageCall, pipe: Pipeline) -> dict:
+    """The last write's row as each query of the batch got it (its share), for that query's spans."""
+    from ragcost.cost.compute import stage_row
+
+    return stage_row(tail.record, pipe.price_book, tail.call_id)
 
 
 def _charge_last_write(pipe: Pipeline, ledger, run_id: str, last: list[QueryState], ids: list[str]) -> Optional[StageCall]:
@@ -246,68 +246,3 @@ def _close_at_exit(url: str, run_id: str, life: str, stopping_at, query_ids: lis
         ledger.stop_lifetime(life, stopping_at=stopping_at)
     finally:
         ledger.close()
-
-
-def _tracer(pipe: Pipeline, ledger_url: Optional[str] = None):
-    """The query tracer, its p95 seeded from the ledger's recent queries of this pipeline."""
-    if not pipe.config.tracing.enabled:
-        return None
-    from ragcost.cost.tracing import QueryTracer, recent_latencies
-
-    tracer = QueryTracer(fraction=pipe.config.tracing.sample_fraction)
-    tracer.p95.seed(recent_latencies(ledger_url or pipe.config.store_url, pipe.config.name, tracer.p95.samples.maxlen or 0))
-    return tracer
-
-
-def _stage_models(pipe: Pipeline) -> dict[str, str]:
-    """Each stage's model, for spans: the embedding model, a re-ranker's or generator's ``model``."""
-    out: dict[str, str] = {}
-    for st in pipe.stages():
-        params = getattr(st, "params", None)
-        model = pipe.config.embed.model if st.type == "embed" else (
-            getattr(params, "model", None) or (getattr(params, "model_extra", None) or {}).get("model"))
-        if isinstance(model, str) and model:
-            out[st.name] = model
-    return out
-
-
-def _trace(tracer, res, pipe: Pipeline) -> None:
-    """One span tree per query: the calls that served it, with its share of each call's cost, and its storage."""
-    from ragcost.cost.compute import share_of
-    from ragcost.cost.tracing import query_latency
-
-    book = pipe.price_book
-    models = _stage_models(pipe)
-    for s in res.states:
-        calls = [c for c in res.calls if c.serves(s)]
-        shares = [share_of(c.record, book) for c in calls]
-        latency = query_latency({"call_id": c.call_id, "calls": c.record.calls, "wall_seconds": c.record.wall_seconds}
-                                for c in calls)
-        tracer.record_query(s.id, [c.record for c in calls], shares, latency, is_error=s.error is not None, error=s.error,
-                            storage_usd=res.storage_usd_per_query, models=models)
-
-
-def _open_ledger(pipe: Pipeline, url: Optional[str]):
-    from ragcost.cost.ledger import Ledger
-
-    return Ledger(url or pipe.config.store_url)
-
-
-def _write_ledger(pipe: Pipeline, ledger, run_id: str, res, useful: list[int]) -> list[str]:
-    from ragcost.cost.compute import stage_row, storage_row
-
-    book = pipe.price_book
-    ram, disk = pipe.storage_bytes()
-    items = []
-    for s, n_useful in zip(res.states, useful):
-        # A batch call is shared by the queries it served; an attempt is its query's alone.
-        rows = [stage_row(c.record, book, c.call_id) for c in res.calls if c.serves(s)]
-        rows.append(storage_row(ram, disk, book))
-        items.append((
-            {"text": s.text, "ok": s.ok, "useful": n_useful, "useful_judge": judge_label(pipe), "retrieved": len(s.hits),
-             "error": s.error, "outcome": s.outcome, "outcome_stage": s.outcome_stage, **s.route_fields(),
-             "cache": s.cache_record(), "partial": s.notes.get("partial")},
-            rows,
-        ))
-    return ledger.record_queries(run_id, items)  # the batch in one transaction: all its queries or none
-

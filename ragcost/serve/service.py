@@ -28,7 +28,8 @@ class Service:
                  replica: Optional[str] = None) -> None:
         from ragcost.serve.replica import replica_name
 
-        self.session = Session(pipeline, ledger_url=ledger_url)
+        # serve records its own lifetime (ragcost.serve.lifetime) and its query spans under each request's span
+        self.session = Session(pipeline, ledger_url=ledger_url, lifetime=None, trace=False)
         cfg = self.session.pipe.config.serve
         self.replica = self.session.replica = replica_name(replica, cfg.replica)
         self.config = cfg

@@ -101,7 +101,7 @@ def request_spans(svc: Any, ledger_url: Optional[str] = None, tracer_provider: A
     if not pipe.config.tracing.enabled:
         return None
     from ragcost.cost.tracing import recent_latencies
-    from ragcost.runtime.query import _stage_models
+    from ragcost.runtime.api import _stage_models
 
     spans = RequestSpans(svc.name, pipe.config.tracing.sample_fraction, tracer_provider, _stage_models(pipe))
     # The tail sampler's p95 starts from the ledger's recent queries, as `ragcost query`'s does.

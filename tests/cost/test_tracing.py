@@ -120,7 +120,7 @@ class TestLedgerHistory:
         pytest.importorskip("opentelemetry.sdk")
         from types import SimpleNamespace
 
-        from ragcost.runtime.query import _tracer
+        from ragcost.runtime.api import _tracer
 
         url = f"duckdb:///{tmp_path / 'ledger.duckdb'}"
         _write_ledger(url, "kb", [1.0] * 30)
@@ -200,7 +200,8 @@ def test_a_query_run_traces_models_and_storage_and_the_next_run_starts_from_the_
     import ragcost.cost.tracing as tracing
     from ragcost.runtime.indexing import run_index
     from ragcost.runtime.pipeline import Pipeline
-    from ragcost.runtime.query import _tracer, run_queries
+    from ragcost.runtime.api import _tracer
+    from ragcost.runtime.query import run_queries
     from tests.cli.conftest import write_corpus, write_pipeline
 
     exp = InMemorySpanExporter()
