@@ -236,7 +236,7 @@ class Session:
         from ragcost.cost.compute import stage_row, storage_row
         from ragcost.runtime.judge import judge_label
         from ragcost.runtime.cpu import METER
-        from ragcost.runtime.query import useful_count
+        from ragcost.runtime.judge import useful_count
         from ragcost.runtime.runner import overhead_call
 
         if not self._warm:
