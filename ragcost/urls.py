@@ -1,8 +1,11 @@
-"""A database URL as messages show it: never with its password (the one helper every error line uses)."""
+"""A database URL as messages show it: never with its password (the one helper every error line uses); and the file an
+embedded database's URL names."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from typing import Optional
 
 # The user-info of a URL up to its LAST '@' (greedy): a password holding an unencoded '@' is hidden whole.
 _PASSWORD = re.compile(r"(://[^:/@\s]*:)\S*@")
@@ -104,3 +107,17 @@ def duckdb_url_problem(url: str) -> str | None:
     path = "/".join(p for p in (u.host, u.database) if p)
     return (f"store URL {shown_url(url)!r} names a host ({u.host!r}); a DuckDB file URL has three slashes before a "
             f"relative path: duckdb:///{path} (four for an absolute one)")
+
+
+def db_file(url: object, backends: tuple[str, ...] = ("duckdb", "sqlite")) -> Optional[Path]:
+    """The database file of an embedded database's URL (DuckDB, SQLite: ``backends``); None for a server, an
+    in-memory database, another backend or a URL SQLAlchemy cannot parse (whoever opens it says what is wrong)."""
+    try:
+        import sqlalchemy as sa
+
+        u = sa.engine.make_url(str(url))
+    except Exception:  # noqa: BLE001 - not a SQLAlchemy URL (redis://): the caller's own check decides
+        return None
+    if u.get_backend_name() not in backends or u.database in (None, "", ":memory:"):
+        return None
+    return Path(u.database)

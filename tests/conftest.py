@@ -300,3 +300,25 @@ def pytest_collection_modifyitems(config, items):
         return (rank, within.get(p, 0), order[id(item)])
 
     items.sort(key=key)
+
+
+@pytest.fixture
+def query_spans(monkeypatch):
+    """An in-memory span exporter that every QueryTracer made during the test exports to (its finished spans)."""
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    import ragcost.cost.tracing as tracing
+
+    exp = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exp))
+
+    class Tracer(tracing.QueryTracer):  # the run's own tracer, exporting here
+        def __init__(self, **kw):
+            super().__init__(tracer_provider=provider, **kw)
+
+    monkeypatch.setattr(tracing, "QueryTracer", Tracer)
+    return exp

@@ -61,17 +61,10 @@ def shown(url: str) -> str:
 
 def store_exists(url: str) -> bool:
     """False only for a DuckDB file URL whose file is not there (opening it would create it)."""
-    try:
-        import sqlalchemy as sa
+    from ragcost.urls import db_file
 
-        db = sa.engine.make_url(url)
-    except Exception:  # noqa: BLE001 - not a SQLAlchemy URL (redis://): the backend decides
-        return True
-    if db.get_backend_name() != "duckdb" or not db.database or db.database == ":memory:":
-        return True
-    from pathlib import Path
-
-    return Path(db.database).is_file()
+    file = db_file(url, ("duckdb",))
+    return True if file is None else file.is_file()
 
 
 def open_backend(kind: str, url: str, name: str) -> CacheBackend:
@@ -115,11 +108,11 @@ class SQLCache:
         if problem:
             raise StoreError(f"cache store {problem}; fix url: on the cache stage, or the pipeline's store")
         try:
-            db = sa.engine.make_url(url)
-            if db.get_backend_name() == "duckdb" and db.database and db.database != ":memory:":
-                from pathlib import Path
+            from ragcost.urls import db_file
 
-                Path(db.database).parent.mkdir(parents=True, exist_ok=True)
+            file = db_file(url, ("duckdb",))
+            if file is not None:
+                file.parent.mkdir(parents=True, exist_ok=True)
             self.engine = sa.create_engine(url)
             from ragcost.store.ddl import ddl_lock
 

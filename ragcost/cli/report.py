@@ -2,37 +2,16 @@
 
 from __future__ import annotations
 
-import re
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from ragcost.cost.ledger import DEFAULT_URL
+from ragcost.cost.window import parse_since
 from ragcost.errors import ConfigError, StoreError
 from ragcost.urls import url_problem, without_secrets
-
-_RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)([mhdw])$")
-_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-
-
-def parse_since(value: Optional[str], now: Optional[datetime] = None) -> Optional[datetime]:
-    """An ISO date/time (UTC if no zone) or a span back from now: ``30m``, ``24h``, ``7d``, ``2w``."""
-    if not value:
-        return None
-    now = now or datetime.now(timezone.utc)
-    m = _RELATIVE.match(value.strip())
-    if m:
-        try:
-            return now - timedelta(**{_UNITS[m.group(2)]: float(m.group(1))})
-        except (OverflowError, ValueError):
-            raise ConfigError(f"--since {value!r} reaches back before year 1; use a shorter span (e.g. 52w) or an ISO date") from None
-    try:
-        dt = datetime.fromisoformat(value.strip())
-    except ValueError:
-        raise ConfigError(f"--since {value!r}: use an ISO date/time (2026-11-30, 2026-11-30T12:00) or 30m/24h/7d/2w") from None
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
 
 
 def report(

@@ -32,6 +32,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping, Optional
 
 from ragcost.cost.pricebook import PriceBook, StorageResource, TimeResource, TokenResource
+from ragcost.cost.stats import ratio
 from ragcost.cost.useful import useful_of
 
 HOURS_PER_MONTH = 730
@@ -84,10 +85,6 @@ class Bill:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _div(a: float, b: float) -> Optional[float]:
-    return a / b if b else None
 
 
 def merged_hours(spans: Iterable[tuple[datetime, datetime]], lo: Optional[datetime], hi: Optional[datetime]) -> float:
@@ -245,7 +242,7 @@ def build_bill(qrows: list[dict], srows: list[dict], lifetimes: list[dict], book
                              "some work ran outside any recorded lifetime, so fully loaded is its marginal")
                 full = m
             lines.append(ResourceBill(name, "time", res.usd_per_hour, basis, prov, busy,
-                                      _div(busy or 0.0, prov) if busy is not None else None, m, full))
+                                      ratio(busy or 0.0, prov) if busy is not None else None, m, full))
             continue
         per_q = (busy or 0.0) / n if n else 0.0
         usd_q, inst = declared_traffic_usd_per_query(res, per_q, qpm)
@@ -278,11 +275,11 @@ def build_bill(qrows: list[dict], srows: list[dict], lifetimes: list[dict], book
     running = prov_h - (up or 0.0) - (down or 0.0)
     return Bill(
         startup_hours=up, shutdown_hours=down,
-        utilization_running=_div(busy_h, running) if (up is not None or down is not None) and running > 0 else None,
+        utilization_running=ratio(busy_h, running) if (up is not None or down is not None) and running > 0 else None,
         window_start=lo.isoformat() if lo else None, window_end=hi.isoformat() if hi else None, window_hours=hours,
         queries=n, useful=useful, resources=lines, usd_marginal=total_m, usd_fully_loaded=total_f,
-        usd_per_query_marginal=_div(total_m, n), usd_per_query_fully_loaded=_div(total_f, n),
-        usd_per_useful_marginal=_div(total_m, useful), usd_per_useful_fully_loaded=_div(total_f, useful),
+        usd_per_query_marginal=ratio(total_m, n), usd_per_query_fully_loaded=ratio(total_f, n),
+        usd_per_useful_marginal=ratio(total_m, useful), usd_per_useful_fully_loaded=ratio(total_f, useful),
         basis=basis, queries_per_month=qpm, notes=notes)
 
 

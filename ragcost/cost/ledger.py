@@ -53,7 +53,7 @@ from typing import Any, Iterable
 import sqlalchemy as sa
 
 from ragcost.errors import StoreError
-from ragcost.urls import shown_url, url_problem, without_secrets
+from ragcost.urls import db_file, shown_url, url_problem, without_secrets
 
 DEFAULT_URL = "duckdb:///.ragcost/ledger.duckdb"
 
@@ -188,7 +188,7 @@ class Ledger:
         problem = url_problem(url)
         if problem:
             raise StoreError(f"ledger {problem}; fix --ledger or the pipeline's store")
-        path = _file_of(url)
+        path = db_file(url)
         if read_only and path is not None and not path.is_file():
             raise StoreError(f"no ledger at {path}; run `ragcost query` or `ragcost eval` first, or pass --ledger URL")
         if path is not None and not read_only:
@@ -464,17 +464,6 @@ class Ledger:
         with self.engine.connect() as conn:
             found = [dict(r._mapping) for r in conn.execute(sa.select(*self._cols(runs)).order_by(runs.c.started_at))]
         return [{**dict.fromkeys(c.name for c in runs.columns), **r} for r in found]
-
-
-def _file_of(url: str) -> Path | None:
-    """The database file of a DuckDB or SQLite URL; None for servers and in-memory databases."""
-    try:
-        u = sa.engine.make_url(url)
-    except Exception:
-        return None  # create_engine reports the bad URL
-    if u.get_backend_name() not in ("duckdb", "sqlite") or u.database in (None, "", ":memory:"):
-        return None
-    return Path(u.database)
 
 
 def _naive_utc(dt: datetime) -> datetime:

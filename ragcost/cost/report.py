@@ -19,7 +19,7 @@ from typing import Any, Optional, Sequence
 from ragcost.cost.aggregate import StageAgg, by_stage_of_rows, useful_by_stage
 from ragcost.cost.fmt import json_safe, money, money_column
 from ragcost.cost.ledger import Ledger
-from ragcost.cost.stats import PERCENTILE_METHOD, percentiles
+from ragcost.cost.stats import PERCENTILE_METHOD, percentiles, ratio
 from ragcost.cost.useful import cost_per_useful, useful_of  # noqa: F401  (useful_of: re-exported)
 
 
@@ -108,21 +108,17 @@ class Report:
         return asdict(self)
 
 
-def _div(a: float, b: float) -> Optional[float]:
-    return a / b if b else None
-
-
 def _stage_row(s: StageAgg, n: int, total: float, useful: float) -> StageRow:
     """One stage's line: per-query figures are the stage's per-query shares over the n queries."""
     p50, p95, p99 = s.latency((50, 95, 99))
     tin, tcached, tout = (float(x or 0.0) for x in (s.input_tokens, s.cached_input_tokens, s.output_tokens))
     return StageRow(
-        stage=s.stage, calls=s.distinct_calls, calls_per_query=_div(s.calls, n) or 0.0,
+        stage=s.stage, calls=s.distinct_calls, calls_per_query=ratio(s.calls, n) or 0.0,
         p50_s=p50, p95_s=p95, p99_s=p99,
-        input_tokens_per_query=_div(tin, n) or 0.0, cached_input_tokens_per_query=_div(tcached, n) or 0.0,
-        output_tokens_per_query=_div(tout, n) or 0.0, tokens_per_query=_div(tin + tcached + tout, n) or 0.0,
-        retries=float(s.retries), failures=float(s.failures), usd=s.usd, usd_per_query=_div(s.usd, n) or 0.0,
-        share=_div(s.usd, total), useful=useful, usd_per_useful=cost_per_useful(s.usd, useful),
+        input_tokens_per_query=ratio(tin, n) or 0.0, cached_input_tokens_per_query=ratio(tcached, n) or 0.0,
+        output_tokens_per_query=ratio(tout, n) or 0.0, tokens_per_query=ratio(tin + tcached + tout, n) or 0.0,
+        retries=float(s.retries), failures=float(s.failures), usd=s.usd, usd_per_query=ratio(s.usd, n) or 0.0,
+        share=ratio(s.usd, total), useful=useful, usd_per_useful=cost_per_useful(s.usd, useful),
     )
 
 
@@ -156,8 +152,8 @@ def aggregate(qrows: list[dict], srows: list[dict], since: datetime | None = Non
     ok = sum(1 for q in qrows if q["ok"])
     useful = sum(useful_of(q) for q in qrows)
     totals = Totals(
-        queries=n, successful=ok, usd=total, usd_per_request=_div(total, n),
-        usd_per_1k_queries=None if not n else total / n * 1000, usd_per_successful=_div(total, ok),
+        queries=n, successful=ok, usd=total, usd_per_request=ratio(total, n),
+        usd_per_1k_queries=None if not n else total / n * 1000, usd_per_successful=ratio(total, ok),
         useful=useful, usd_per_useful=cost_per_useful(total, useful),
         retrieved=sum(int(q["retrieved"] or 0) for q in qrows),
         useful_judges=sorted({str(q["useful_judge"]) for q in qrows if q.get("useful_judge")}),
@@ -207,8 +203,8 @@ def by_route(qrows: list[dict], srows: list[dict]) -> list[RouteRow]:
         ok = sum(1 for q in qs if q["ok"])
         out.append(RouteRow(route=path, queries=len(qs), successful=ok, escalated=len(qs) if ">" in path else 0,
                             calls=agg.calls, input_tokens=float(agg.input_tokens or 0.0),
-                            output_tokens=float(agg.output_tokens or 0.0), usd=agg.usd, usd_per_query=_div(agg.usd, len(qs)),
-                            usd_per_successful=_div(agg.usd, ok), p50_s=p50, p95_s=p95, by_resource=res))
+                            output_tokens=float(agg.output_tokens or 0.0), usd=agg.usd, usd_per_query=ratio(agg.usd, len(qs)),
+                            usd_per_successful=ratio(agg.usd, ok), p50_s=p50, p95_s=p95, by_resource=res))
     return out
 
 

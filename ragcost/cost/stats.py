@@ -20,3 +20,8 @@ def percentiles(xs: Iterable[float], qs: Sequence[float] = (50, 95, 99)) -> tupl
 def percentile(xs: Iterable[float], q: float) -> Optional[float]:
     """One percentile of ``xs``; None when there are no samples."""
     return percentiles(xs, (q,))[0]
+
+
+def ratio(a: float, b: float) -> Optional[float]:
+    """``a / b``, or None when ``b`` is 0 (a figure with no denominator is unknown, not 0 or infinite)."""
+    return a / b if b else None

@@ -26,8 +26,8 @@ def parse_since(value: Optional[str], now: Optional[datetime] = None, option: st
     if m:
         try:
             return now - timedelta(**{_UNITS[m.group(2)]: float(m.group(1))})
-        except OverflowError:
-            raise ConfigError(f"{option} {value!r}: reaches back before year 1; give a shorter span "
+        except (OverflowError, ValueError):
+            raise ConfigError(f"{option} {value!r}: reaches back before year 1; give a shorter span (e.g. 52w) "
                               "or an ISO date (2026-11-30)") from None
     try:
         dt = datetime.fromisoformat(text)

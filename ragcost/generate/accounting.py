@@ -31,11 +31,11 @@ The rules (docs/tasks/vllm.md, "How an attempt is billed", says the same, with a
 
 from __future__ import annotations
 
-import uuid
 from typing import Callable, Sequence
 
 from ragcost.generate.attempt import USAGE_LOCAL, Attempt
 from ragcost.generate.prompt import Prompt
+from ragcost.cost.compute import new_id
 from ragcost.records import UsageRecord
 
 OVERHEAD = "overhead"  # the stage-name suffix of the remainder's records
@@ -110,10 +110,6 @@ def shares(attempts: Sequence[Attempt]) -> list[float]:
     return [d / total for d in used]
 
 
-def new_call_id() -> str:
-    return uuid.uuid4().hex
-
-
 def period_fields(attempts: Sequence[Attempt]) -> dict[int, dict]:
     """For every attempt (by ``id``): the record fields of its busy period on its (resource, endpoint)."""
     groups: dict[tuple[str, str], list[Attempt]] = {}
@@ -122,7 +118,7 @@ def period_fields(attempts: Sequence[Attempt]) -> dict[int, dict]:
     out: dict[int, dict] = {}
     for group in groups.values():
         for seconds, period in busy_periods(group):
-            call_id, basis = new_call_id(), share_basis(period)
+            call_id, basis = new_id(), share_basis(period)
             for a, share in zip(period, shares(period)):
                 out[id(a)] = {"wall_seconds": seconds, "busy_share": share, "shared_by": len(period), "call_id": call_id,
                               "share_by": basis}
@@ -135,7 +131,7 @@ def overhead_records(stage: str, resource: str, stage_wall: float, attempts: Seq
         return []
     inside = busy_seconds([(a.start, a.end) for a in attempts])
     remainder = max(stage_wall - inside, 0.0)
-    call_id = new_call_id()
+    call_id = new_id()
     notes = {"stage_wall_s": stage_wall, "attempts_busy_s": inside}
     return [UsageRecord(stage=f"{stage}/{OVERHEAD}", resource=resource, wall_seconds=remainder, items=1, calls=1,
                         shared_by=queries, busy_share=1.0 / queries, call_id=call_id, notes=dict(notes))

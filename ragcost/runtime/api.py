@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Optional
@@ -134,6 +133,8 @@ class Session:
         if trace and self.pipe.config.tracing.enabled:  # its p95 seeded from the ledger's recent queries, read before
             self.tracer = _tracer(self.pipe, ledger_url)  # the ledger is opened here for writing
             self._models = _stage_models(self.pipe)
+        if write_ledger:
+            self.pipe.store()  # opened first: a store another process holds is named as the store, not as the ledger in it
         self.ledger = Ledger(ledger_url or self.pipe.config.store_url) if write_ledger else None
         self.run_id: Optional[str] = None
         self.replica: Optional[str] = None  # the serve replica whose rows these are (ragcost serve sets it)
@@ -183,6 +184,7 @@ class Session:
     def state(self, text: str, filter: Optional[dict] = None, k: Optional[int] = None,
               tenant: Optional[str] = None, id: Optional[str] = None) -> QueryState:
         """A query state; its text, k and filter are checked now (a QueryError or FilterError names the value)."""
+        from ragcost.cost.compute import new_id
         from ragcost.runtime.request import check_k, check_text
         from ragcost.store.filters import parse_filter
 
@@ -192,7 +194,7 @@ class Session:
         if expr is not None:
             self.check_filter(expr)
         fetch, keep = self.pipe.query_sizes(k)
-        return QueryState(text=text, id=id or uuid.uuid4().hex, k=fetch, filter=expr, tenant=tenant, keep=keep)
+        return QueryState(text=text, id=id or new_id(), k=fetch, filter=expr, tenant=tenant, keep=keep)
 
     def check_declared(self, filter: Optional[dict]) -> None:
         """A filter checked against the pipeline's declared fields and the operators, without the store (an API key's

@@ -131,12 +131,9 @@ class Pipeline:
     @property
     def store_file(self) -> Optional[Path]:
         """The embedded (DuckDB) store's file, or None for a server store or an in-memory one."""
-        import sqlalchemy as sa
+        from ragcost.urls import db_file
 
-        u = sa.engine.make_url(self.config.store_url)
-        if u.get_backend_name() != "duckdb" or u.database in (None, "", ":memory:"):
-            return None
-        return Path(u.database)
+        return db_file(self.config.store_url, ("duckdb",))
 
     def check_index(self, deep: bool = False) -> Any:
         """What ``query`` would say about the built index, without loading it or writing anything: its

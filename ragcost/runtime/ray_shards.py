@@ -28,7 +28,7 @@ SHARDED_KINDS = ("ivf_flat", "ivf_pq")
 POINTS_PER_CENTROID = 256  # faiss's own cap when it trains k-means (and PQ codebooks) on more points
 
 
-def can_shard(index: Any) -> bool:
+def ivf_in_shards(index: Any) -> bool:
     """Whether ``index`` (a VectorIndex) is a faiss IVF kind on the CPU that this module builds in shards."""
     cfg = index.config
     return (cfg.backend == "faiss" and cfg.kind in SHARDED_KINDS and cfg.device == "cpu"

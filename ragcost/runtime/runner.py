@@ -15,21 +15,16 @@ their outcome and the stage that decided it stay on the state for the ledger.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Optional, Sequence
 
-from ragcost.cost.compute import cost_of
+from ragcost.cost.compute import cost_of, new_id
 from ragcost.cost.pricebook import PriceBook
 from ragcost.errors import RagcostError, StageError
 from ragcost.records import QueryState, UsageRecord
 from ragcost.runtime.cpu import METER
 from ragcost.stages.base import Stage
-
-
-def new_call_id() -> str:
-    return uuid.uuid4().hex
 
 
 @dataclass
@@ -38,7 +33,7 @@ class StageCall:
 
     record: UsageRecord
     cost_usd: float
-    call_id: str = field(default_factory=new_call_id)
+    call_id: str = field(default_factory=new_id)
     query: Optional[QueryState] = None  # set when the record is one query's own (a generate attempt)
     served: list[QueryState] = field(default_factory=list)  # the queries a batch call served
 
@@ -127,7 +122,7 @@ class Runner:
         self._cpu_of_own_records([own for s in active for own in s.usage], cpu.seconds)
         for s in active:
             for own in s.usage:
-                result.calls.append(StageCall(own, cost_of(own, self.book), own.call_id or new_call_id(), query=s))
+                result.calls.append(StageCall(own, cost_of(own, self.book), own.call_id or new_id(), query=s))
             s.usage = []
             if not s.active and s.outcome_stage is None:
                 s.outcome_stage = stage.name
@@ -158,7 +153,7 @@ class Runner:
             return []
         tokens = rec.notes.get("tokens") if isinstance(rec.notes.get("tokens"), dict) else None
         notes = {k: v for k, v in rec.notes.items() if k not in ("work", "tokens")}  # not every query's map on every row
-        cid = new_call_id()
+        cid = new_id()
         out = []
         for s, u in zip(shared, units):
             own = dataclasses.replace(rec, items=1, shared_by=len(shared), busy_share=u / total, call_id=cid,
@@ -182,7 +177,7 @@ class Runner:
         for r in records:
             res = self.book.resources.get(r.resource)
             if r.cpu_seconds is None and isinstance(res, TimeResource) and res.vcpus is not None:
-                periods.setdefault(r.call_id or new_call_id(), []).append(r)
+                periods.setdefault(r.call_id or new_id(), []).append(r)
         if not periods:
             return
         walls = {cid: max(float(rs[0].wall_seconds), 0.0) for cid, rs in periods.items()}

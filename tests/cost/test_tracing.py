@@ -191,28 +191,15 @@ class TestWithOpenTelemetry:
 
 
 @pytest.mark.slow  # builds an index with the packaged MiniLM (about 25 s on a loaded 2-core host)
-def test_a_query_run_traces_models_and_storage_and_the_next_run_starts_from_the_ledger(tmp_path, monkeypatch):
-    pytest.importorskip("opentelemetry.sdk")
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
+def test_a_query_run_traces_models_and_storage_and_the_next_run_starts_from_the_ledger(tmp_path, query_spans):
     import ragcost.cost.tracing as tracing
+    from ragcost.runtime.api import _tracer
     from ragcost.runtime.indexing import run_index
     from ragcost.runtime.pipeline import Pipeline
-    from ragcost.runtime.api import _tracer
     from ragcost.runtime.query import run_queries
     from tests.cli.conftest import write_corpus, write_pipeline
 
-    exp = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exp))
-
-    class Tracer(tracing.QueryTracer):  # the run's own tracer, exporting here
-        def __init__(self, **kw):
-            super().__init__(tracer_provider=provider, **kw)
-
-    monkeypatch.setattr(tracing, "QueryTracer", Tracer)
+    exp = query_spans
     write_corpus(tmp_path / "kb.jsonl")
     pipe = Pipeline.load(write_pipeline(tmp_path, tracing={"enabled": True, "sample_fraction": 1.0}))
     try:

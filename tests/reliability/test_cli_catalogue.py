@@ -242,7 +242,7 @@ CATALOGUE: list[Probe] = [
     Probe("json_output_keeps_document_text_verbatim", (*Q, "refund money back", "-k", "5", "--json"), 0, "",
           out=r"\\u001b\[2J", setup=_hostile),
     # --- report (read-only) ---------------------------------------------------------------------
-    Probe("report_since_overflow", ("report", "--since", "99999999999w"), 1, r"--since '99999999999w' reaches back before year 1"),
+    Probe("report_since_overflow", ("report", "--since", "99999999999w"), 1, r"--since '99999999999w': reaches back before year 1"),
     Probe("report_since_garbage", ("report", "--since", "yesterday"), 1, r"--since 'yesterday': use an ISO date"),
     Probe("report_no_default_ledger", ("report",), 1, r"no ledger at \.ragcost/ledger\.duckdb", check=lambda ws: _nothing_under_dot_ragcost(ws)),
     Probe("report_new_sqlite_ledger_is_not_created", ("report", "--ledger", "sqlite:///new.db"), 1, r"no ledger at new\.db",

@@ -47,28 +47,7 @@ def _rows(folder: Path, sql: str) -> list[dict]:
         engine.dispose()
 
 
-@pytest.fixture
-def spans(monkeypatch):
-    pytest.importorskip("opentelemetry.sdk")
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    import ragcost.cost.tracing as tracing
-
-    exp = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exp))
-
-    class Tracer(tracing.QueryTracer):  # the session's own tracer, exporting here
-        def __init__(self, **kw):
-            super().__init__(tracer_provider=provider, **kw)
-
-    monkeypatch.setattr(tracing, "QueryTracer", Tracer)
-    return exp
-
-
-def test_an_api_session_with_tracing_on_emits_a_span_and_records_its_lifetime_from_open_to_close(indexed, spans):
+def test_an_api_session_with_tracing_on_emits_a_span_and_records_its_lifetime_from_open_to_close(indexed, query_spans):
     import ragcost
 
     folder, p = indexed
@@ -77,7 +56,7 @@ def test_an_api_session_with_tracing_on_emits_a_span_and_records_its_lifetime_fr
         b = s.query("reset my password", k=2)
         life = _rows(folder, "SELECT * FROM rc_ledger_lifetimes WHERE kind = 'session'")
         assert len(life) == 1 and life[0]["stopped_at"] is None  # held while open
-    roots = {sp.attributes["ragcost.query_id"]: sp for sp in spans.get_finished_spans() if sp.name == "rag.query"}
+    roots = {sp.attributes["ragcost.query_id"]: sp for sp in query_spans.get_finished_spans() if sp.name == "rag.query"}
     assert set(roots) == {a.id, b.id}
     for ans in (a, b):  # the span's dollars are the ledger row's: one pricing
         assert roots[ans.id].attributes["ragcost.cost.usd"] == pytest.approx(ans.cost, rel=1e-12)
@@ -88,14 +67,14 @@ def test_an_api_session_with_tracing_on_emits_a_span_and_records_its_lifetime_fr
     assert q["useful_judge"] and q["source_id"] is None  # the judge is written on every path; no caller id given
 
 
-def test_a_session_that_writes_no_ledger_still_traces_and_records_no_lifetime(indexed, spans):
+def test_a_session_that_writes_no_ledger_still_traces_and_records_no_lifetime(indexed, query_spans):
     import ragcost
 
     folder, p = indexed
     before = len(_rows(folder, "SELECT * FROM rc_ledger_lifetimes"))
     with ragcost.open(p, write_ledger=False) as s:
         a = s.query("api limits")
-    assert [sp.attributes["ragcost.query_id"] for sp in spans.get_finished_spans() if sp.name == "rag.query"] == [a.id]
+    assert [sp.attributes["ragcost.query_id"] for sp in query_spans.get_finished_spans() if sp.name == "rag.query"] == [a.id]
     assert len(_rows(folder, "SELECT * FROM rc_ledger_lifetimes")) == before
 
 
