@@ -273,8 +273,3 @@ def summarise(rows: list[dict[str, Any]], obs: list[tuple[str, float, bool]], no
         "verified": len(obs), "verified_wrong": wrong,
         "wrong_rate_upper95": round(wilson_upper(wrong, len(obs), 0.95), 4) if obs else None,
     }
-
-
-def check_kind(kind: str, where: str) -> None:
-    if kind not in cache_backend_registry:
-        raise ConfigError(f"{where}: cache backend {kind!r} is unknown; installed: {cache_backend_registry.known()}")

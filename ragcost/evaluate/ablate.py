@@ -135,7 +135,3 @@ def ablation_row(full: ConfigResult, without: ConfigResult, stage: StageSpec, qu
             "ci": p.diff.to_list(), "p": p.p, "significant": p.significant, "delta_usd_per_query": d_usd / nq,
             "delta_usd_rel": rel, "delta_useful": d_useful, "usd_per_marginal_useful": marginal,
             "delta_text": delta_text, "usd_text": usd_text, "marginal_text": marginal_text, "verdict": verdict, "line": line}
-
-
-def ablation_lines(run: EvalRun) -> list[str]:
-    return [a["line"] for a in run.ablation]

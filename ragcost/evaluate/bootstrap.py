@@ -154,15 +154,3 @@ class Resampler:
         lo, hi = self._bounds(rel)
         est = (nb.sum() / db.sum()) / (na.sum() / da.sum()) - 1
         return Interval(float(est), float(lo), float(hi), self.level)
-
-
-def resampler_for(n: int, resamples: int = RESAMPLES, seed: int = SEED) -> Optional[Resampler]:
-    """The run's resampler, or None with fewer than MIN_QUERIES queries (intervals are then not given)."""
-    return Resampler(n, resamples, seed) if n >= MIN_QUERIES else None
-
-
-def fmt_ci(ci: Optional[Sequence[float]], spec: str = ".4f") -> str:
-    """``[lo, hi]`` or '' when there is no interval."""
-    if not ci or any(x is None or (isinstance(x, float) and math.isnan(x)) for x in ci):
-        return ""
-    return f"[{ci[0]:{spec}}, {ci[1]:{spec}}]"

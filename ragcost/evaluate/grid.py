@@ -128,12 +128,6 @@ def prefixed(label: str, name: str) -> str:
     return f"{label} | {name}" if label else name
 
 
-def grid_size(n_index_configs: int, n_variants: int) -> int:
-    """Configurations the full grid measures: every index configuration on every variant."""
-    return n_index_configs * n_variants
-
-
-
 def merge_variant(run: Any, vrun: Any, v: Variant) -> Any:
     """Label ``vrun``'s results with the variant and fold them into ``run`` (the first variant's header)."""
     d = v.describe()

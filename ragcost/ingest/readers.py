@@ -244,18 +244,6 @@ def _read_pdf_bytes(p: Path, report: IngestReport) -> bytes | None:
     return raw
 
 
-def _read_text(p: Path, report: IngestReport) -> str | None:
-    """A file's whole text, or None (reported) when it is unreadable, empty, binary or not UTF-8."""
-    raw = _read_bytes(p, report)
-    if raw is None:
-        return None
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        report.skip(str(p), f"not UTF-8 (byte offset {e.start}); re-encode it as UTF-8")
-        return None
-
-
 def _lines(raw: bytes) -> Iterator[tuple[int, int, bytes]]:
     """(line number, byte offset, line) split on b"\\n" only: U+2028 and U+0085 are text, not line ends."""
     offset = 0

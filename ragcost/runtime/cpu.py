@@ -295,7 +295,3 @@ METER = CpuMeter()
 def thread_cpu_ns() -> dict[int, int]:
     """CPU nanoseconds per thread id of this process, from the clock :data:`METER` uses."""
     return METER.thread_cpu_ns()
-
-
-def overhead_seconds(meter: Optional[CpuMeter] = None) -> float:
-    return (meter or METER).claim_overhead()
