@@ -23,6 +23,8 @@ T = TypeVar("T")
 ENTRY_POINT_GROUP = "ragcost.backends"
 _PLUGINS: dict[str, Optional[str]] = {}  # entry point name -> None when loaded, else the error
 _LOADING = [False]
+_FROM: list[Optional[str]] = [None]  # the entry point whose module is importing now (what it registers is its)
+REGISTRIES: list["Registry"] = []  # every registry, in the order their modules made them (``ragcost backends``)
 
 
 def load_plugins(group: str = ENTRY_POINT_GROUP) -> dict[str, Optional[str]]:
@@ -34,6 +36,7 @@ def load_plugins(group: str = ENTRY_POINT_GROUP) -> dict[str, Optional[str]]:
         from importlib.metadata import entry_points
 
         for ep in entry_points(group=group):
+            _FROM[0] = f"{ep.name} ({ep.value})"
             try:
                 obj = ep.load()
                 if callable(obj) and not isinstance(obj, type):
@@ -46,7 +49,14 @@ def load_plugins(group: str = ENTRY_POINT_GROUP) -> dict[str, Optional[str]]:
                       "the built-in backends still work; fix or uninstall the plugin", file=sys.stderr)
     finally:
         _LOADING[0] = False
+        _FROM[0] = None
     return _PLUGINS
+
+
+def plugin_errors() -> dict[str, str]:
+    """The plugins that failed to load: entry point name -> the error (their warning's text)."""
+    load_plugins()
+    return {name: err for name, err in _PLUGINS.items() if err is not None}
 
 
 class Registry(Generic[T]):
@@ -55,6 +65,8 @@ class Registry(Generic[T]):
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self._items: dict[str, T] = {}
+        self._plugin: dict[str, Optional[str]] = {}  # name -> the entry point that registered it (None: imported)
+        REGISTRIES.append(self)
 
     def register(self, name: str, *, replace: bool = False) -> Callable[[T], T]:
         """Decorator: ``@registry.register("name")``. ``replace=True`` lets a test or plugin override."""
@@ -62,6 +74,7 @@ class Registry(Generic[T]):
             if name in self._items and self._items[name] is not obj and not replace:
                 raise ValueError(f"{self.kind} {name!r} is registered twice ({self._items[name]!r} and {obj!r})")
             self._items[name] = obj
+            self._plugin[name] = _FROM[0]
             return obj
 
         return deco
@@ -80,6 +93,16 @@ class Registry(Generic[T]):
             return self._items[name]
         except KeyError:
             raise UnknownNameError(f"unknown {self.kind} {name!r}; installed: {self.known()}") from None
+
+    def entries(self) -> list[tuple[str, str, Optional[str]]]:
+        """(name, where the class or function is defined, the plugin entry point that registered it or None)."""
+        load_plugins()
+        out = []
+        for name in sorted(self._items):
+            obj = self._items[name]
+            where = f"{getattr(obj, '__module__', '?')}:{getattr(obj, '__qualname__', type(obj).__name__)}"
+            out.append((name, where, self._plugin.get(name)))
+        return out
 
     def known(self) -> str:
         return ", ".join(self.names()) or "(none)"

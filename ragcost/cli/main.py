@@ -45,6 +45,9 @@ def _register() -> None:
 
     app.add_typer(judgments_cmd.app, name="judgments")
     app.command("serve")(serve)
+    from ragcost.cli.backends_cmd import backends
+
+    app.command("backends")(backends)
     _link_docs()
     _STATE["registered"] = True
 
