@@ -5,11 +5,16 @@ texts differ in
 
 - **negation**: a different count of negating words (not, no, never, without, cannot, n't ...);
 - **numbers and versions**: a different multiset of numerals (``3.1`` vs ``3.10``, ``7 // 2`` vs ``7 // 3``);
+- **contrast words**, which are never noise though some are function words: a quantifier swapped for one
+  of another kind (all/every/each against any/some, both against either, only against none of them: a
+  quantifier on one side alone is filler, "is there any way to ..."), and a different number base or unit
+  (hexadecimal vs octal, seconds vs milliseconds; hex and hexadecimal are one base);
 - **operators**: a different multiset of operator symbols (``/`` vs ``//``, ``<<`` vs ``>>``);
 - **identifiers and entities**: a different set of code names, code keywords or entity-like tokens
   (``__getattr__`` vs ``__getattribute__``, ``list.append``, ``global`` vs ``nonlocal``, ``APOE4``, ``IL-6``);
 - **antonyms**: a word on one side whose opposite is on the other (a small lexicon, and opposite
-  prefixes over one stem: mutable/immutable, upregulate/downregulate, increase/decrease);
+  prefixes over one stem: mutable/immutable, upregulate/downregulate, increase/decrease), comparatives
+  and superlatives read by their base (faster/slower, largest/smallest);
 - **order**: the content words both share, written in another order (A than B, B than A); a
   clause fronted before a comma ("In a for loop, when ...") may move as a block;
 - **content**: any other content words, weighted by their inverse document frequency in the
@@ -30,7 +35,7 @@ import functools
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional
 
 _CONTRACTION = re.compile(r"(\w)n['’]t\b", re.I)
@@ -55,6 +60,37 @@ how whether any some each every all both such very just also only really actuall
 know want wanted like mean means meaning meant way ways thing things kind sort one ones get gets
 something anything case happen happens happening going say said let lets give whether
 """.split())
+# Quantifiers by kind: swapping one kind for another changes the question ("all elements satisfy" vs "any element
+# satisfies"); the words are function words, so the content rule would never see them. None/no/never are negations.
+QUANTIFIERS = {
+    **dict.fromkeys(("all", "every", "each", "always", "entire", "whole", "everything", "everyone", "everywhere"), "universal"),
+    **dict.fromkeys(("any", "some", "anything", "anyone", "somewhere", "sometimes"), "existential"),
+    "both": "both", "either": "either",
+    **dict.fromkeys(("only", "solely", "exclusively"), "exclusive"),
+    **dict.fromkeys(("most", "majority"), "most"), **dict.fromkeys(("few", "minority"), "few"),
+}
+# Number bases and units: the same number in another base or unit is another question. Spellings of one unit
+# share a canonical name (hex = hexadecimal, ms = millisecond); plurals are read by their stem.
+UNITS = {
+    **dict.fromkeys(("binary", "bin", "base2"), "base 2"), **dict.fromkeys(("octal", "oct", "base8"), "base 8"),
+    **dict.fromkeys(("decimal", "base10"), "base 10"), **dict.fromkeys(("hexadecimal", "hex", "base16"), "base 16"),
+    **dict.fromkeys(("base64",), "base 64"),
+    **dict.fromkeys(("bit", "bits"), "bit"), **dict.fromkeys(("byte", "bytes"), "byte"),
+    **dict.fromkeys(("kb", "kilobyte", "kilobytes", "kib", "kibibyte"), "kilobyte"),
+    **dict.fromkeys(("mb", "megabyte", "megabytes", "mib", "mebibyte"), "megabyte"),
+    **dict.fromkeys(("gb", "gigabyte", "gigabytes", "gib", "gibibyte"), "gigabyte"),
+    **dict.fromkeys(("ns", "nanosecond", "nanoseconds"), "nanosecond"),
+    **dict.fromkeys(("microsecond", "microseconds"), "microsecond"),  # not "us": the pronoun
+    **dict.fromkeys(("ms", "millisecond", "milliseconds"), "millisecond"),
+    **dict.fromkeys(("seconds", "sec", "secs"), "second"),  # not "second": the ordinal
+    **dict.fromkeys(("minute", "minutes", "mins"), "minute"),  # not "min": min() and the minimum **dict.fromkeys(("hour", "hours"), "hour"),
+    **dict.fromkeys(("day", "days"), "day"), **dict.fromkeys(("week", "weeks"), "week"),
+    **dict.fromkeys(("month", "months"), "month"), **dict.fromkeys(("year", "years"), "year"),
+    **dict.fromkeys(("celsius",), "celsius"), **dict.fromkeys(("fahrenheit",), "fahrenheit"),
+    **dict.fromkeys(("utf-8", "utf8"), "utf-8"), **dict.fromkeys(("utf-16", "utf16"), "utf-16"),
+    **dict.fromkeys(("ascii",), "ascii"), **dict.fromkeys(("latin-1", "latin1"), "latin-1"),
+    **dict.fromkeys(("radian", "radians"), "radian"), **dict.fromkeys(("degree", "degrees"), "degree"),
+}
 # Opposites over one stem (a light stem: see _stem). Either side may carry either word.
 ANTONYMS = [
     ("enable", "disable"), ("increase", "decrease"), ("increase", "reduce"), ("higher", "lower"), ("more", "less"),
@@ -75,6 +111,13 @@ ANTONYMS = [
     ("benign", "malignant"), ("acute", "chronic"), ("male", "female"), ("adult", "child"), ("old", "young"),
     ("older", "younger"), ("increased", "decreased"), ("elevated", "reduced"), ("improve", "worsen"),
     ("protect", "damage"), ("presence", "absence"), ("sufficient", "insufficient"), ("necessary", "unnecessary"),
+    ("cheap", "expensive"), ("big", "small"), ("large", "small"), ("wide", "narrow"), ("heavy", "light"),
+    ("easy", "hard"), ("easy", "difficult"), ("safe", "dangerous"), ("new", "old"), ("newer", "older"),
+    ("quick", "slow"), ("quickly", "slowly"), ("efficient", "inefficient"), ("mutable", "immutable"),
+    ("ascending", "descending"), ("ascend", "descend"), ("forward", "backward"), ("forwards", "backwards"),
+    ("min", "max"), ("least", "most"), ("fewest", "most"), ("worst", "best"), ("earliest", "latest"),
+    ("union", "intersection"), ("sender", "receiver"), ("client", "server"), ("parent", "child"),
+    ("superclass", "subclass"), ("caller", "callee"), ("upper", "lower"), ("uppercase", "lowercase"),
 ]
 # Opposite prefixes over one stem: im-mutable, un-bound, up/down-regulate, hyper/hypo-, over/under-.
 NEGATING_PREFIXES = ("un", "in", "im", "il", "ir", "dis", "non", "non-", "a", "de", "anti", "counter")
@@ -114,6 +157,8 @@ class Parsed:
     raw: dict  # stem -> the word as written (case folded): what a typo is judged on
     order: tuple  # the content stems and names in the order they are written (first occurrence)
     fronted: tuple = ()  # the content stems of a clause fronted before the first comma ("In Python, ...")
+    quantifiers: Counter = field(default_factory=Counter)  # QUANTIFIERS' kinds, counted
+    units: frozenset = frozenset()  # UNITS' canonical names
 
 
 def _identifier_like(tok: str) -> bool:
@@ -151,6 +196,8 @@ def parse(text: str) -> Parsed:
     ops: Counter = Counter()
     idents: set[str] = set()
     words: Counter = Counter()
+    quants: Counter = Counter()
+    units: set[str] = set()
     raw: dict[str, str] = {}
     order: list[str] = []
     prev: Optional[str] = None  # the previous word, for keyword pairs (yield from, async for, is not)
@@ -174,6 +221,11 @@ def parse(text: str) -> Parsed:
         if low in NEGATIONS:
             neg += 1
             continue
+        if low in QUANTIFIERS:
+            quants[QUANTIFIERS[low]] += 1  # and on: "all" is also a stopword, "whole" a content word
+        if low in UNITS:
+            units.add(UNITS[low])
+            continue
         if low in NUMBER_WORDS:
             numbers[low] += 1
             continue
@@ -196,7 +248,7 @@ def parse(text: str) -> Parsed:
         written = [re.sub(r"['’]s$", "", w) for w in re.findall(r"[A-Za-z_][\w.'’-]*", head.group(1))]
         inside = {_stem(w) for w in written} | {w.casefold() for w in written}
         fronted = tuple(w for w in order if w in inside)
-    return Parsed(neg, numbers, ops, frozenset(idents), words, raw, tuple(order), fronted)
+    return Parsed(neg, numbers, ops, frozenset(idents), words, raw, tuple(order), fronted, quants, frozenset(units))
 
 
 # A clause fronted before a comma, led by a preposition or subordinator: it may move as a whole.
@@ -220,9 +272,25 @@ def _moved_clause(pa: Parsed, pb: Parsed, shared: set) -> bool:
     return False
 
 
+def _bases(w: str) -> set[str]:
+    """``w`` and, for a comparative or superlative, its base's stems: faster -> fast, bigger -> big, easiest -> easy."""
+    out = {w}
+    for suf in ("est", "er"):
+        if w.endswith(suf) and len(w) - len(suf) >= 3:
+            base = w[: -len(suf)]
+            out |= {base, _stem(base), _stem(base + "e")}
+            if base.endswith("i"):
+                out.add(base[:-1] + "y")  # easier -> easy
+            if len(base) >= 3 and base[-1] == base[-2]:
+                out.add(base[:-1])  # bigger -> big
+    return out
+
+
 def _opposite(a: str, b: str) -> bool:
     if frozenset((a, b)) in _ANTONYM_STEMS:
         return True
+    if any(frozenset((x, y)) in _ANTONYM_STEMS for x in _bases(a) for y in _bases(b) if x != y):
+        return True  # faster / slower, largest / smallest
     if "-" in a or "-" in b:  # high-sensitivity / low-sensitivity
         pa, pb = a.split("-"), b.split("-")
         return any(_opposite(x, y) for x in pa for y in pb if x != y)
@@ -339,6 +407,10 @@ def compare(a: str, b: str, vocab: Optional[Vocabulary], max_weight: float,
         return Difference("number", tuple(sorted(set(pa.numbers) ^ set(pb.numbers))), 0.0)
     if pa.operators != pb.operators:
         return Difference("operator", tuple(sorted(set(pa.operators) ^ set(pb.operators))), 0.0)
+    if pa.quantifiers and pb.quantifiers and pa.quantifiers != pb.quantifiers:
+        return Difference("quantifier", tuple(sorted(set(pa.quantifiers) ^ set(pb.quantifiers))), 0.0)
+    if pa.units != pb.units:
+        return Difference("unit", tuple(sorted(pa.units ^ pb.units)), 0.0)
     if pa.identifiers != pb.identifiers:
         return Difference("identifier", tuple(sorted(pa.identifiers ^ pb.identifiers)), 0.0)
     for x in only_a:
