@@ -245,13 +245,17 @@ class Session:
             self.warm_up()
         METER.own_thread()
         with self._lock:
-            for g in self._gens:
-                g.on_event = on_event
+            # This batch's handler; none given leaves a handler the caller set on the stage itself (a pipeline loaded
+            # and handed to run_queries), and the one before is put back after the batch either way.
+            before = [g.on_event for g in self._gens]
+            if on_event is not None:
+                for g in self._gens:
+                    g.on_event = on_event
             try:
                 res = self.pipe.run(states)
             finally:
-                for g in self._gens:
-                    g.on_event = None
+                for g, h in zip(self._gens, before):
+                    g.on_event = h
             # CPU outside stage calls since the last claim (ledger writes, parsing): an overhead row.
             over = overhead_call(res.states, self.pipe.config.resource, self.pipe.price_book)
             if over is not None:
