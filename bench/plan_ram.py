@@ -22,7 +22,6 @@ import sys
 import time
 from typing import Any
 
-import numpy as np
 
 from bench import common as C
 from ragcost.cost.capacity import index_structure_bytes

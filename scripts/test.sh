@@ -36,6 +36,8 @@ fi
 if [ "${CI:-}" = true ]; then export RAGCOST_REQUIRE_POSTGRES=1 RAGCOST_REQUIRE_PGVECTOR=1 RAGCOST_REQUIRE_REDIS=1 RAGCOST_REQUIRE_VLLM=1 RAGCOST_REQUIRE_CHROMIUM=1; fi
 # The layer contract (pyproject.toml [tool.importlinter]): no upward import, no import cycle.
 .venv/bin/lint-imports
+# pyflakes' checks and syntax errors ([tool.ruff] in pyproject.toml): unused and undefined names, imports, variables.
+.venv/bin/ruff check -q ragcost tests bench scripts
 # Two workers (tests/conftest.py keeps files that share a session resource on one), then, alone, the few tests
 # marked `serial` that compare CPU-seconds measured at two moments (a busy neighbour worker moves them by 20%).
 # RAGCOST_TEST_WORKERS=0 runs the first part in one process.

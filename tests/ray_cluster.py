@@ -116,7 +116,7 @@ class LocalRayCluster:
                 p.kill()
                 p.wait(timeout=10)
         end = time.monotonic() + 10
-        while (left := _session_members(sids)) and time.monotonic() < end:
+        while _session_members(sids) and time.monotonic() < end:
             time.sleep(0.5)
         for pid in _session_members(sids):
             try:

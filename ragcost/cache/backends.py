@@ -13,7 +13,7 @@ import time
 from typing import Any, Iterable, Optional, Protocol
 
 from ragcost.cache.entry import BadEntry, CacheEntry
-from ragcost.errors import ConfigError, StoreError
+from ragcost.errors import StoreError
 from ragcost.registry import Registry
 from ragcost.urls import shown_url, url_problem, without_secrets
 

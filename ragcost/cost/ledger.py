@@ -45,9 +45,7 @@ Each query's rows are written in one transaction: a crash leaves no partial quer
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, Iterable
 
 import sqlalchemy as sa

@@ -15,7 +15,6 @@ are ``(cost @ W.T) / (useful @ W.T)``, never a mean of per-query ratios.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Optional, Sequence
 

@@ -28,7 +28,7 @@ from ragcost.records import UsageRecord
 from ragcost.errors import ConfigError, RagcostError
 from ragcost.index.collapse import DocMap, collapse
 from ragcost.evaluate.isolation import captured_stderr as _captured_stderr, one_thread as _one_thread
-from ragcost.evaluate.spec import Candidate, LoadedSpec, Skipped, expand
+from ragcost.evaluate.spec import Candidate, LoadedSpec, expand
 from ragcost.evaluate.vectors import DEFAULT_CACHE, CorpusVectors, QueryVectors, embed_corpus, embed_queries
 
 Progress = Callable[[str, int, Optional[int]], None]  # (task, done, total)

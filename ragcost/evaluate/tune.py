@@ -622,10 +622,10 @@ def _verify(walk: _Walk) -> None:
 def _baseline(walk: _Walk, pipe: Any) -> None:
     """The pipeline's current configuration, from the walk when it was measured, else measured now."""
     prepared = walk.prepared
-    v, ev, cands = prepared[0]
-    for vv, e, cs in prepared:
+    v, _, cands = prepared[0]
+    for vv, _, cs in prepared:
         if vv.pipe is pipe:
-            v, ev, cands = vv, e, cs
+            v, cands = vv, cs
     icfg, dim, prec = pipe.index_config, pipe.dim, pipe.config.embed.precision
     want = (icfg.backend, icfg.kind, repr(sorted(icfg.build.items())), dim, prec, repr(sorted(icfg.search.items())))
     d = v.describe()

@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Iterator, Optional, Protocol
 
 import numpy as np
 
-from ragcost.errors import ConfigError, IngestError
+from ragcost.errors import IngestError
 from ragcost.records import SourceDocument
 from ragcost.ingest.base import IngestReport
 from ragcost.runtime.load import resolve as _resolve

@@ -8,7 +8,7 @@ abstain and, when a grounded check ran, only when some answer sentence citing it
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from ragcost.cost.calibration import Calibration, calibration_path, check_fingerprint, fingerprint_of, load
 from ragcost.records import QueryState

@@ -41,7 +41,7 @@ class TestPruneAfterASkippedRead:
         code, out, err = run_cli(capsys, "index", kb, "--prune")
         assert code == 1 and out == ""
         assert err.count("\n") == 1 and err.startswith("error: refusing to prune: the source read skipped 1 input(s)")
-        assert f"kb.jsonl:3: not UTF-8 (byte offset" in err
+        assert "kb.jsonl:3: not UTF-8 (byte offset" in err
         assert "--prune would delete 1 of 12 stored documents" in err and "--prune --force" in err
         assert len(stored_ids(tmp_path)) == 12  # nothing deleted
 
@@ -128,7 +128,7 @@ class TestIds:
         code, out, _ = run_cli(capsys, "index", p)
         assert code == 0 and "1 documents read" in out
         assert f"warning: duplicate id: id '7' at {tmp_path / 'kb.jsonl'}:2 (str) and at {tmp_path / 'kb.jsonl'}:1 (int)" in out
-        assert f"kb.jsonl:3: id {{\"a\": 1}} is a dict; an id must be a string or an integer" in out
+        assert "kb.jsonl:3: id {\"a\": 1} is a dict; an id must be a string or an integer" in out
 
     def test_with_redact_pii_an_email_id_never_reaches_the_store_or_the_output(self, tmp_path, capsys):
         rows = [{"id": "alice@corp.example", "text": "Refunds are possible for 30 days."},

@@ -174,7 +174,7 @@ class TestCli:
         capsys.readouterr()
         assert main(["eval", "--compare", "previous", "last"]) == 0, capsys.readouterr().err
         assert "flat d64 f32" in capsys.readouterr().out
-        from ragcost.evaluate.results import RECORDED, recorded_in
+        from ragcost.evaluate.results import RECORDED
 
         first = json.loads((tmp_path / RECORDED).read_text().splitlines()[0])["run_id"]
         assert main(["eval", "--compare", first[:8], "last"]) == 0  # an id prefix is found the same way

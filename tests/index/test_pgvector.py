@@ -11,7 +11,6 @@ import pytest
 from ragcost.config.index import IndexConfig
 from ragcost.errors import ConfigError, DependencyError, FingerprintError
 from ragcost.index import build_index, index_registry
-from tests.conftest import postgres_database
 from tests.contracts.index import DIM, K, LABELS, N, IndexContract, dataset, recall
 
 HNSW_EFFORT = ({"ef_search": 10}, {"ef_search": 400})

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -300,7 +301,7 @@ def test_a_shard_whose_restarts_are_spent_is_left_out_at_once_flagged_partial_an
         assert json.loads(mine[a.id]["partial"]) == a.partial  # each has its ledger row, flagged
 
 
-def _priced_copy(kb: "Path", name: str, **serve) -> "Path":
+def _priced_copy(kb: Path, name: str, **serve) -> Path:
     """The kb_on_ray pipeline with ``index.serve`` updated (same built index: serve is not in the fingerprint)."""
     cfg = json.loads(kb.read_text())
     cfg["index"]["serve"].update(serve)
