@@ -322,3 +322,14 @@ def query_spans(monkeypatch):
 
     monkeypatch.setattr(tracing, "QueryTracer", Tracer)
     return exp
+
+
+@pytest.fixture
+def entry_points(monkeypatch):
+    """Install these ``ragcost.backends`` entry points for the test, and forget what earlier plugin loads found."""
+    from ragcost import registry
+
+    def install(*eps) -> None:
+        monkeypatch.setattr("importlib.metadata.entry_points", lambda group=None: [e for e in eps if e.group == group])
+        monkeypatch.setattr(registry, "_PLUGINS", {})
+    return install

@@ -13,14 +13,6 @@ from ragcost.cli.main import main
 from ragcost.guards.base import guard_registry
 
 
-@pytest.fixture
-def entry_points(monkeypatch):
-    def install(*eps: EntryPoint) -> None:
-        monkeypatch.setattr("importlib.metadata.entry_points", lambda group=None: [e for e in eps if e.group == group])
-        monkeypatch.setattr(registry, "_PLUGINS", {})
-    return install
-
-
 def test_every_kind_is_listed_with_its_built_ins_and_where_they_are_defined(capsys):
     assert main(["backends", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)

@@ -12,13 +12,6 @@ from ragcost.guards import guard_registry
 from ragcost.stages.base import stage_registry
 
 
-@pytest.fixture
-def entry_points(monkeypatch):
-    """Install these entry points for the test, and forget what earlier loads found."""
-    def install(*eps: EntryPoint) -> None:
-        monkeypatch.setattr("importlib.metadata.entry_points", lambda group=None: [e for e in eps if e.group == group])
-        monkeypatch.setattr(registry, "_PLUGINS", {})
-    return install
 
 
 def test_a_plugin_registers_through_its_entry_point(entry_points):
