@@ -243,7 +243,9 @@ def _prepare(ls: LoadedSpec, pipe: Any, cache_dir: Path, progress: Progress,
         query_embed_ms=float(qv.seconds.mean() * 1000) if len(qv.seconds) else 0.0,
         price_book_version=str(book.version), store_url=pipe.config.store_url,
         started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        warnings=ds.problems.lines() + [f"skipped input: {s}" for s in corpus.summary.report.skipped[:3]],
+        warnings=ds.problems.lines() + [f"skipped input: {s}" for s in corpus.summary.report.skipped[:3]]
+        + ([] if spec.served_rounds > 1 else ["served_rounds 1: each configuration's served path was timed once, so its "
+                                              "noise is not measured (tune's dominance bound takes it as 0)"]),
         query_ids=list(queries), traffic=shape.to_dict(), qrels=qrels,
     )
     run.results.extend(ConfigResult(s.name, status="skipped", reason=s.reason) for s in skipped)

@@ -32,7 +32,7 @@ left out and named in the run's warnings, and the columns say what they include.
 stage's BM25 folder, the grounded check's index-time sentence vectors (their size, from the chunks' sentences)
 and the store's tables. One untimed pass warms
 every stage but the embedding (BM25 built, sentence vectors embedded once, as a served process has them; the
-queries carry eval's cached vectors), then ``ROUNDS`` timed passes: the dollars are the pass of median total,
+queries carry eval's cached vectors), then the spec's ``served_rounds`` timed passes (3 by default): the dollars are the pass of median total,
 each query's latency its median over the passes, and the passes' spread of total $ is ``Served.noise``.
 """
 
@@ -45,7 +45,6 @@ import numpy as np
 
 from ragcost.records import QueryState, UsageRecord
 
-ROUNDS = 3
 EMBED = "embed"
 NOT_RUN = {"cache": "a cache's hits depend on repeated traffic eval does not replay",
            "route": "a route picks a generate target eval does not judge"}
@@ -162,10 +161,10 @@ def measure(ev: Any, c: Any, index: Any, extra: Any, batch: int) -> Served:
         # a 17-configuration Cranfield grid 77.6 s -> 69.6 s)
         built[0].warm_up()  # the model loaded here, not inside the first timed pass
         one_pass(warm=True)
-        rounds = [one_pass() for _ in range(ROUNDS)]
+        rounds = [one_pass() for _ in range(ev.spec.served_rounds)]
     finally:
         scratch.close()
-    pick = sorted(range(ROUNDS), key=lambda i: rounds[i][0].sum())[ROUNDS // 2]
+    pick = sorted(range(len(rounds)), key=lambda i: rounds[i][0].sum())[len(rounds) // 2]
     usd, _, records = rounds[pick]
     totals = [float(r[0].sum()) for r in rounds]
     noise = (max(totals) - min(totals)) / totals[pick] if totals[pick] > 0 else 0.0

@@ -85,6 +85,9 @@ class EvalSpec(Strict):
     within_pct: float = Field(2.0, ge=0, le=100, description="recommend the cheapest config within this % of the best quality")
     fetch_multiplier: int = Field(4, ge=1, le=64, description="chunks fetched per wanted document before collapsing to documents")
     max_queries: Optional[int] = Field(None, ge=1, description="evaluate only the first N judged queries (quick runs)")
+    served_rounds: int = Field(
+        3, ge=1, le=9, description="timed passes of each configuration's served path; its dollars are the median pass's "
+                                   "and the passes' spread is its noise (1: a third of the time, noise not measured)")
     material_usd_per_month: float = Field(
         10.0, ge=0, description="the verdict's threshold: a saving under this many dollars a month is not worth a change")
     queries_per_month: Optional[int] = Field(
@@ -94,6 +97,13 @@ class EvalSpec(Strict):
     @classmethod
     def _dims(cls, v: Optional[list[int]]) -> Optional[list[int]]:
         return check_dims(v)
+
+    @field_validator("served_rounds")
+    @classmethod
+    def _served_rounds(cls, v: int) -> int:
+        if v % 2 == 0:
+            raise ValueError(f"served_rounds {v}: give an odd number (1, 3, 5, 7 or 9), so the median is one pass")
+        return v
 
     @field_validator("k")
     @classmethod

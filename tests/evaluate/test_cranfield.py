@@ -21,10 +21,10 @@ def test_graded_ndcg_on_cranfield_differs_from_binary_relevance(shared_data, tmp
     dataset = shared_data / "cranfield"
     spec = tmp_path / "cranfield.yaml"
     body = (f"pipeline: {REPO}/pipelines/cranfield.yaml\ndataset: {dataset}\nk: [10]\n"
-            f"embedders: [{json.dumps(fastest_runtime())}]\ngrid:\n  - index: {REPO}/indexes/flat.yaml\n")
+            f"embedders: [{json.dumps(fastest_runtime())}]\nserved_rounds: 1\ngrid:\n  - index: {REPO}/indexes/flat.yaml\n")
     spec.write_text(body)
     cache = REPO / ".ragcost" / "eval"  # the eval cache: Cranfield is embedded once per clone (the held-out test reads it)
-    graded = run_eval(load_spec(spec), cache, traffic="64")  # quality only is read: the served path in batches
+    graded = run_eval(load_spec(spec), cache, traffic="64")  # quality only is read: the served path in batches, timed once
     spec.write_text(body + "relevance: binary\n")
     flat = run_eval(load_spec(spec), cache, traffic="64")
     assert flat.embedded_documents == 0  # the second run reuses the cached vectors

@@ -65,6 +65,14 @@ def _setup(tmp_path, name: str, shared_data):
     return pipe, spec, dataset
 
 
+def _quality_spec(spec):
+    """The same spec timing each served path once: for the runs whose quality alone is read (the fit, the judged
+    halves); the dollars compared with query time below come from the spec's three timed passes."""
+    out = spec.with_name("quality-spec.yaml")
+    out.write_text(spec.read_text() + "served_rounds: 1\n")
+    return out
+
+
 @pytest.mark.slow
 @pytest.mark.serial  # eval's query CPU and query time's, seconds apart: a busy neighbour worker moved them 22%
 @pytest.mark.parametrize("name", ["scifact", "cranfield"])
@@ -72,16 +80,16 @@ def test_the_judge_fit_on_half_the_queries_predicts_the_other_half(shared_data, 
     pipe, spec, dataset = _setup(tmp_path, name, shared_data)
     # the fit and the two runs below read quality only (the judge's fit, the judged documents): priced in batches of 64,
     # not one at a time (each served pass embeds every query: 14 s an eval one at a time, 4 in 64s)
-    code, out, err = run_cli(capsys, "eval", spec, "--half", "fit", "--write", "--no-ledger", "--cache-dir", CACHE,
-                             "--traffic", "64")
+    code, out, err = run_cli(capsys, "eval", _quality_spec(spec), "--half", "fit", "--write", "--no-ledger", "--cache-dir",
+                             CACHE, "--traffic", "64")
     assert code == 0, err
     assert "expected-useful judge:" in out and "ECE" in out
     cal = load(tmp_path / f"{name}.calibration.json", "refit")
     assert cal.dataset["half"] == "fit half, seed 0"
 
-    test = run_eval(load_spec(spec), CACHE, half=("test", 0), traffic="64").ok()[0]
+    test = run_eval(load_spec(_quality_spec(spec)), CACHE, half=("test", 0), traffic="64").ok()[0]
     judged = test.judged
-    fit_run = run_eval(load_spec(spec), CACHE, half=("fit", 0), traffic="64")
+    fit_run = run_eval(load_spec(_quality_spec(spec)), CACHE, half=("fit", 0), traffic="64")
     assert not {j.qid for j in judged} & {j.qid for j in fit_run.ok()[0].judged}  # the fit never saw these queries
     p = np.concatenate([cal.model.predict(j.X) for j in judged])
     y = np.concatenate([j.y for j in judged])

@@ -83,3 +83,40 @@ def test_the_terminal_table_says_what_its_columns_include(tmp_path, capsys):
     assert "path = what a served query waits for and pays: embed + guard:query + retrieve + generate + overhead (ledger write included)" in " ".join(out.split())
     code, out, err = run_cli(capsys, "eval", spec, "--no-ledger", "--cache-dir", tmp_path / "cache", "--traffic", "lots")
     assert code != 0 and "--traffic 'lots': use one, serve or a batch size 1-4096" in err and len(err.strip().splitlines()) == 1
+
+
+def test_served_rounds_sets_the_timed_passes_and_one_pass_says_its_noise_is_not_measured(tmp_path, monkeypatch):
+    import ragcost.runtime.runner as runner_mod
+
+    passes = []
+    real = runner_mod.Runner
+
+    class Counting(real):  # every Runner.run of a timed pass (the warm pass's runner has no embed stage)
+        def run(self, states):
+            if any(getattr(st, "type", "") == "embed" for st in self.stages):
+                passes.append(len(states))
+            return super().run(states)
+
+    monkeypatch.setattr(runner_mod, "Runner", Counting)  # served.measure imports it when it runs
+    spec = load_spec(_spec(tmp_path))
+    run_eval(spec, tmp_path / "cache")  # the query set's embed measurement, cached: the runs below only time passes
+    passes[:] = []
+    three = run_eval(spec, tmp_path / "cache")
+    n3, passes[:] = sum(passes), []
+    spec.spec.served_rounds = 1
+    one = run_eval(spec, tmp_path / "cache")
+    n1 = sum(passes)
+    assert n3 == 3 * n1 == 3 * three.queries  # one at a time: a query per call, three passes against one
+    assert not any("served_rounds" in w for w in three.warnings)
+    assert any(w.startswith("served_rounds 1:") and "not measured" in w for w in one.warnings)
+    assert one.ok()[0].served_noise == 0 and one.ok()[0].total_usd > 0
+
+
+@pytest.mark.parametrize("bad", [0, 2, 11])
+def test_served_rounds_must_be_an_odd_count_from_1_to_9(tmp_path, bad):
+    from ragcost.errors import ConfigError
+
+    path = _spec(tmp_path)
+    path.write_text(path.read_text() + f"served_rounds: {bad}\n")
+    with pytest.raises(ConfigError, match="served_rounds"):
+        load_spec(path)

@@ -30,6 +30,7 @@ def _spec(name: str, max_queries=None, dataset=None):
         ls.dataset_path = dataset
     ls.spec.embedders = [EmbedConfig.model_validate(fastest_runtime())]  # the cached runtime (one variant)
     ls.spec.max_queries = max_queries
+    ls.spec.served_rounds = 1  # eval's pick and tune's are read from the same measurements: one timed pass each
     return ls
 
 

@@ -45,9 +45,10 @@ def scifact(shared_data, tmp_path_factory):
     folder = tmp_path_factory.mktemp("scifact")
     spec = folder / "scifact-fast.yaml"
     spec.write_text(json.dumps({"pipeline": str(REPO / "pipelines" / "scifact.yaml"), "dataset": str(scifact_sample(shared_data)),
-                                "k": [10], "embedders": [runtime], "grid": [{"index": str(REPO / "indexes" / "flat.yaml")}]}))
+                                "k": [10], "embedders": [runtime], "grid": [{"index": str(REPO / "indexes" / "flat.yaml")}],
+                                "served_rounds": 1}))
     ls = load_spec(spec)
-    run = run_eval(ls, EVAL_CACHE, traffic="64")  # quality only is read: the served path in batches, not one at a time
+    run = run_eval(ls, EVAL_CACHE, traffic="64")  # quality only is read: the served path in batches and timed once
     base = Pipeline.load(ls.pipeline_path, judge=False)
     (v,) = variants(ls.spec, base)
     cfg = {

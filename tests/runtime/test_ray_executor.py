@@ -35,8 +35,10 @@ def _free_port() -> int:
 
 
 def _env() -> dict:
-    # The CLI in a subprocess imports this checkout's ragcost, and ships it to the workers (runtime_env).
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
+    # The CLI in a subprocess imports this checkout's ragcost, and ships it to the workers (runtime_env). A native crash
+    # prints the Python stack of every thread (one fresh clone's `index` died of SIGSEGV while building an IVF index in
+    # shards, once in dozens of runs and not since in 12 tries under load; if it comes back, the log says where).
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO), "PYTHONFAULTHANDLER": "1"}
 
 
 def _cli(*args: str) -> list[str]:
