@@ -102,7 +102,9 @@ def write_spec(folder: Path, grid: str | None = None, name: str = "spec.yaml", *
         "pricing": str(REPO / "pricing" / "default.yaml"),
     }
     (folder / "pipe.yaml").write_text(json.dumps(pipe))
-    base = {"dims": [64, 32], "precisions": ["float32", "int8"], "k": [5, 10]}
+    # one timed pass of each served path (the spec's served_rounds; eval's default is 3, whose spread is tune's noise
+    # term): these tests read quality, structure and dollars within one run. A test of the passes passes its own.
+    base = {"dims": [64, 32], "precisions": ["float32", "int8"], "k": [5, 10], "served_rounds": 1}
     lines = ["pipeline: pipe.yaml", "dataset: data/synth"]
     lines += [f"{k}: {json.dumps(v)}" for k, v in {**base, **extra}.items()]
     lines.append(grid or f"""grid:

@@ -99,6 +99,7 @@ def test_served_rounds_sets_the_timed_passes_and_one_pass_says_its_noise_is_not_
 
     monkeypatch.setattr(runner_mod, "Runner", Counting)  # served.measure imports it when it runs
     spec = load_spec(_spec(tmp_path))
+    spec.spec.served_rounds = 3  # eval's default (the tests' synthetic specs time one pass)
     run_eval(spec, tmp_path / "cache")  # the query set's embed measurement, cached: the runs below only time passes
     passes[:] = []
     three = run_eval(spec, tmp_path / "cache")

@@ -21,12 +21,12 @@ class TestLoadSpec:
 
     def test_an_unknown_key_names_file_line_and_field(self, folder):
         p = write_spec(folder, colour="blue")
-        with pytest.raises(ConfigError, match=r"spec\.yaml:6:1: colour: unknown key"):
+        with pytest.raises(ConfigError, match=r"spec\.yaml:7:1: colour: unknown key"):
             load_spec(p)
 
     def test_a_sweep_key_the_index_kind_lacks_is_an_error_with_its_line(self, folder):
         grid = f"grid:\n  - index: {REPO}/indexes/flat.yaml\n    sweep: {{nprobe: [4]}}"
-        with pytest.raises(ConfigError, match=r"spec\.yaml:8:\d+: grid\.0\.sweep\.nprobe: not a search parameter of kind 'flat'"):
+        with pytest.raises(ConfigError, match=r"spec\.yaml:9:\d+: grid\.0\.sweep\.nprobe: not a search parameter of kind 'flat'"):
             load_spec(write_spec(folder, grid=grid))
 
     def test_a_glob_that_matches_nothing_is_an_error(self, folder):
