@@ -47,9 +47,9 @@ def scifact_pair(shared_data, tmp_path_factory):
 
     spec = tmp_path_factory.mktemp("power") / "scifact.yaml"
     spec.write_text(f"pipeline: {REPO}/pipelines/scifact.yaml\ndataset: {scifact_sample(shared_data)}\nk: [10]\n"
-                    f"dims: [384, 256]\nembedders: [{json.dumps(fastest_runtime())}]\n"
+                    f"dims: [384, 256]\nembedders: [{json.dumps(fastest_runtime())}]\nserved_rounds: 1\n"
                     f"grid:\n  - index: {REPO}/indexes/flat.yaml\n")
-    run = run_eval(load_spec(spec), EVAL_CACHE, traffic="64")  # quality only is read: the served path in batches
+    run = run_eval(load_spec(spec), EVAL_CACHE, traffic="64")  # quality only is read: the served path in batches, timed once
     assert run.embedded_documents == 0
     return run
 

@@ -346,7 +346,8 @@ def test_eval_with_ray_gives_the_local_chunks_and_quality(ray_cluster, tmp_path)
         "name": "synthetic", "store": f"duckdb:///{tmp_path / 'store.duckdb'}", "chunking": {"size": 16, "overlap": 4},
         "pricing": str(REPO / "pricing" / "default.yaml")}))
     spec = tmp_path / "spec.yaml"
-    spec.write_text(f"pipeline: pipe.yaml\ndataset: data/synth\nk: [10]\ngrid:\n  - index: {REPO}/indexes/flat.yaml\n")
+    spec.write_text(f"pipeline: pipe.yaml\ndataset: data/synth\nk: [10]\nserved_rounds: 1\n"  # chunks and quality are read
+                    f"grid:\n  - index: {REPO}/indexes/flat.yaml\n")
     local = run_eval(load_spec(spec), tmp_path / "cache-local")
     ray = run_eval(load_spec(spec), tmp_path / "cache-ray", ray_address=ray_cluster.address)
     assert ray.embedded_documents == local.embedded_documents == 64  # the ray cache started empty: it embedded all
