@@ -240,8 +240,8 @@ def retrieved_states(pipe, texts: list[str], k: int = 3):
 # A file runs whole on one worker, so its module fixtures are built once. Files that share a costly session
 # resource run on one worker, one after another: the eval cache's DuckDB files under .ragcost/eval (one writer
 # at a time; SciFact's held-out test reads what the integration test embedded), the session's Ray cluster and
-# the session's quickstart index. Those groups go first, heaviest first, so the other worker is not left idle
-# at the end. (xdist's own loadgroup marks do not work with pytest 9.2, which no longer reads Node._nodeid: the
+# the session's quickstart index, the session's two vLLM servers. Those groups go first, heaviest first, so the
+# other worker is not left idle at the end (but the vLLM one, which goes last: below). (xdist's own loadgroup marks do not work with pytest 9.2, which no longer reads Node._nodeid: the
 # scheduler below groups by file name instead.) Without -n nothing changes.
 SHARED_RESOURCE_GROUPS = {  # heaviest first; within a group, in this order
     "eval-cache": ("tests/evaluate/test_cranfield.py", "tests/integration/test_scifact_flat.py",
@@ -250,13 +250,17 @@ SHARED_RESOURCE_GROUPS = {  # heaviest first; within a group, in this order
     "ray-cluster": ("tests/runtime/test_ray_executor.py", "tests/runtime/test_shard_actors.py"),
     "quickstart-index": ("tests/runtime/test_useful_demo.py", "tests/runtime/test_quickstart.py",
                          "tests/cache/test_quickstart_cached.py"),
+    # the session's two vLLM servers: routing uses both and kills the small one, then generate uses the large one
+    "vllm-pair": ("tests/stages/test_route_vllm.py", "tests/generate/test_vllm_server.py"),
 }
 GROUP_OF = {f: g for g, files in SHARED_RESOURCE_GROUPS.items() for f in files}
-# Files that start vLLM go last: scripts/test.sh makes vLLM's venv in the background while the rest runs
-# (tests/vllm_server.py waits for it), so the install's minutes overlap the suite instead of preceding it.
-LAST = ("tests/stages/test_route_vllm.py", "tests/generate/test_vllm_server.py", "tests/generate/test_vllm_offline_cpu.py")
+# Files that start vLLM go last (a file in LAST, a group in LAST_GROUPS): scripts/test.sh makes vLLM's venv in the
+# background while the rest runs (tests/vllm_server.py waits for it), so the install's minutes overlap the suite
+# instead of preceding it.
+LAST = ("tests/generate/test_vllm_offline_cpu.py",)
+LAST_GROUPS = ("vllm-pair",)
 FIXTURE_GROUPS = {"ray_cluster": "ray-cluster", "quickstart_built": "quickstart-index",
-                  "quickstart_index": "quickstart-index"}
+                  "quickstart_index": "quickstart-index", "vllm_pair_started": "vllm-pair", "vllm_pair": "vllm-pair"}
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -296,10 +300,33 @@ def pytest_collection_modifyitems(config, items):
     def key(item):
         p = path(item)
         g = GROUP_OF.get(p)
-        rank = groups.index(g) if g else len(groups) + (p in LAST)
+        rank = len(groups) + 1 if g in LAST_GROUPS or p in LAST else groups.index(g) if g else len(groups)
         return (rank, within.get(p, 0), order[id(item)])
 
     items.sort(key=key)
+
+
+@pytest.fixture(scope="session")
+def vllm_pair_started(tmp_path_factory):
+    """The tiny random-weight Llama (tests/vllm_server.py) served by two real vLLM servers, ``small`` and ``large``,
+    started once for the session (skipped without the vLLM venv; failed in CI): one start is a minute of CPU here."""
+    from tests.vllm_server import build_tiny_model, require_vllm, start_pair
+
+    require_vllm()
+    pair = start_pair(build_tiny_model(tmp_path_factory.mktemp("tiny-llama")), tmp_path_factory.mktemp("vllm-logs"))
+    yield pair
+    for s in (pair.small, pair.large):
+        s.kill()
+
+
+@pytest.fixture
+def vllm_pair(vllm_pair_started):
+    """The session's two vLLM servers, each running: one an earlier test killed is started again (in file order the
+    routing test kills the small one and the generate file's last test the large one; another order still works)."""
+    for s in (vllm_pair_started.small, vllm_pair_started.large):
+        if s.proc is None or s.proc.poll() is not None:
+            s.start()
+    return vllm_pair_started
 
 
 @pytest.fixture

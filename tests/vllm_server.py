@@ -104,6 +104,8 @@ def free_port() -> int:
 class VllmServer:
     """``python -m vllm.entrypoints.openai.api_server`` in the vLLM venv; started, waited for, killed."""
 
+    served = SERVED_NAME  # the name clients ask for (--served-model-name)
+
     def __init__(self, model_dir: Path, log_path: Path, python: Optional[Path] = None, port: Optional[int] = None):
         self.model_dir, self.log_path = model_dir, log_path
         self.python = python or vllm_python()
@@ -173,3 +175,68 @@ def check_loads(model_dir: Path, python: Optional[Path] = None) -> dict:
     if out.returncode:
         raise RuntimeError(out.stderr[-2000:])
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+class NamedServer(VllmServer):
+    """The tiny model under its own served name, with stats on so /metrics counts tokens."""
+
+    def __init__(self, served: str, *a, **kw):
+        super().__init__(*a, **kw)
+        self.served = served
+
+    def command(self) -> list[str]:
+        cmd = [c for c in super().command() if c != "--disable-log-stats"]
+        cmd[cmd.index("--served-model-name") + 1] = self.served
+        return cmd
+
+    def tokens(self) -> tuple[float, float]:
+        """(prompt, generated) tokens this server has counted since it started."""
+        import re
+
+        import httpx
+
+        text = httpx.get(self.base_url.removesuffix("/v1") + "/metrics", timeout=10).text
+        total = lambda name: sum(float(m) for m in re.findall(rf"^{name}(?:{{[^}}]*}})? ([0-9.e+]+)$", text, re.M))  # noqa: E731
+        return total("vllm:prompt_tokens_total"), total("vllm:generation_tokens_total")
+
+
+def require_vllm() -> Path:
+    """The vLLM venv's python (waiting for scripts/test.sh's background install); skipped without one, failed when
+    RAGCOST_REQUIRE_VLLM is set (CI)."""
+    import pytest
+
+    py = vllm_python()
+    if py is None:
+        msg = f"no vLLM venv at {vllm_venv()} (make it with scripts/ci_vllm.sh, or point RAGCOST_VLLM_VENV at one)"
+        if os.environ.get("RAGCOST_REQUIRE_VLLM"):
+            pytest.fail(msg + "; RAGCOST_REQUIRE_VLLM is set, so this is a failure, not a skip")
+        pytest.skip(msg)
+    return py
+
+
+def start_pair(model: Path, logs: Path):
+    """Two servers of the tiny model, served as ``small`` and ``large``, started at once (each start is a minute of
+    CPU on 2 cores); either failing kills both and raises."""
+    import threading
+    from types import SimpleNamespace
+
+    srv = {name: NamedServer(name, model, logs / f"{name}.log") for name in ("small", "large")}
+    errors: dict[str, BaseException] = {}
+
+    def start(name: str) -> None:
+        try:
+            srv[name].start()
+        except BaseException as e:  # noqa: BLE001 - reported below, after both tries
+            errors[name] = e
+
+    threads = [threading.Thread(target=start, args=(n,)) for n in srv]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        for s in srv.values():
+            s.kill()
+        raise RuntimeError(f"vLLM servers did not start: {errors}")
+    print(f"\nvLLM servers ready in {srv['small'].start_seconds:.0f}s and {srv['large'].start_seconds:.0f}s")
+    return SimpleNamespace(model=model, **srv)

@@ -1,6 +1,7 @@
 """The generate stage against a real vLLM server (CPU build, tiny random-weight Llama) on 127.0.0.1.
 
-Slow: builds the model, starts vLLM (minutes on 2 cores), and at the end kills it mid-batch.
+Slow: the session's vLLM servers of the tiny model (tests/conftest.py ``vllm_pair``, minutes on 2 cores to start);
+at the end it kills the large one mid-batch.
 Skipped only when the vLLM venv is absent and RAGCOST_REQUIRE_VLLM is unset; CI sets it, so
 a missing venv fails there instead. The server's text is gibberish: these tests check the
 protocol, streaming order, token accounting, TTFT, cost, retries and fallback.
@@ -9,14 +10,12 @@ protocol, streaming order, token accounting, TTFT, cost, retries and fallback.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from ragcost.cost.compute import cost_of
 from tests.generate.helpers import BOOK_YAML, book, book_path, make_stage, pipeline, run_stage, states  # noqa: F401
-from tests.vllm_server import SERVED_NAME, VllmServer, build_tiny_model, vllm_python, vllm_venv
 
 pytestmark = pytest.mark.slow
 
@@ -24,28 +23,21 @@ MAX_TOKENS = 12
 RETRY = {"attempts": 2, "initial_s": 0.05, "max_s": 0.2, "jitter_s": 0.05}
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    return build_tiny_model(tmp_path_factory.mktemp("tiny-llama"))
+@pytest.fixture
+def tiny_model(vllm_pair) -> Path:
+    return vllm_pair.model
 
 
-@pytest.fixture(scope="module")
-def server(tiny_model, tmp_path_factory):
-    if vllm_python() is None:
-        msg = (f"no vLLM venv at {vllm_venv()} (make it with scripts/ci_vllm.sh, or point RAGCOST_VLLM_VENV at one)")
-        if os.environ.get("RAGCOST_REQUIRE_VLLM"):
-            pytest.fail(msg + "; RAGCOST_REQUIRE_VLLM is set, so this is a failure, not a skip")
-        pytest.skip(msg)
-    srv = VllmServer(tiny_model, tmp_path_factory.mktemp("vllm-log") / "server.log")
-    srv.start()
-    print(f"\nvLLM server ready in {srv.start_seconds:.1f}s")
-    yield srv
-    srv.kill()
+@pytest.fixture
+def server(vllm_pair):
+    """The session's large server (tests/conftest.py ``vllm_pair``; the routing test used both before, and the kill
+    test at the end of this file kills this one)."""
+    return vllm_pair.large
 
 
 def vllm_params(server, model_dir: Path, **kw) -> dict:
     # ignore_eos: a random model may stop at once; the tests want exactly MAX_TOKENS tokens.
-    return {"backend": "vllm", "base_url": server.base_url, "model": SERVED_NAME, "resource": "tiny-llm",
+    return {"backend": "vllm", "base_url": server.base_url, "model": server.served, "resource": "tiny-llm",
             "max_tokens": MAX_TOKENS, "context_tokens": 80, "tokenizer": str(model_dir), "retry": RETRY,
             "extra_body": {"ignore_eos": True}, "timeout_s": 120, "read_timeout_s": 60, **kw}
 
@@ -133,7 +125,7 @@ class TestAgainstARealVllmServer:
         assert server.proc.poll() is not None
         assert all(s.error is None and s.answer for s in run.states)  # every query answered
         backends = [s.notes["generation"]["backend"] for s in run.states]
-        assert backends.count("extractive") >= 3 and f"vllm:{SERVED_NAME}" in backends
+        assert backends.count("extractive") >= 3 and f"vllm:{server.served}" in backends
         attempts = [c for c in run.calls if c.query is not None]
         failed = [c for c in attempts if c.record.failures]
         assert len(failed) >= 3  # the third wave at least met a dead server

@@ -1,6 +1,7 @@
 """Routing against two real vLLM servers (small and large: the tiny local model under two served names).
 
-Slow: builds the tiny model and starts both servers at once (minutes on 2 cores). Checks that
+Slow: the session's two servers (tests/conftest.py ``vllm_pair``: the tiny model, both started at once, minutes on 2
+cores; tests/generate/test_vllm_server.py uses the large one after this file). Checks that
 each query goes where the router says, that the ledger's per-route tokens and $ equal what each
 server counted (its own Prometheus counters), and that killing the small server escalates its
 queries to the large one with the failed attempts priced.
@@ -8,9 +9,6 @@ queries to the large one with the failed attempts priced.
 
 from __future__ import annotations
 
-import os
-import re
-import threading
 from types import SimpleNamespace
 
 import pytest
@@ -21,7 +19,6 @@ from ragcost.cost.report import build_report
 from ragcost.records import Hit, QueryState
 from ragcost.runtime.runner import Runner
 from ragcost.stages.base import stage_registry
-from tests.vllm_server import VllmServer, build_tiny_model, vllm_python, vllm_venv
 
 pytestmark = pytest.mark.slow
 
@@ -38,60 +35,6 @@ HITS = [Hit(1, "d1", 0.9, "Tuples", "A tuple is an immutable sequence of values.
         Hit(2, "d2", 0.7, "Lists", "A list is a mutable sequence; append adds an item.")]
 SIMPLE = ["what is a tuple", "what does append do", "what is a list"]
 COMPLEX = ["compare tuples and lists and explain when each is better", "explain why lists are not hashable"]
-
-
-class NamedServer(VllmServer):
-    """The tiny model under its own served name, with stats on so /metrics counts tokens."""
-
-    def __init__(self, served: str, *a, **kw):
-        super().__init__(*a, **kw)
-        self.served = served
-
-    def command(self) -> list[str]:
-        cmd = [c for c in super().command() if c != "--disable-log-stats"]
-        cmd[cmd.index("--served-model-name") + 1] = self.served
-        return cmd
-
-    def tokens(self) -> tuple[float, float]:
-        """(prompt, generated) tokens this server has counted since it started."""
-        import httpx
-
-        text = httpx.get(self.base_url.removesuffix("/v1") + "/metrics", timeout=10).text
-        total = lambda name: sum(float(m) for m in re.findall(rf"^{name}(?:{{[^}}]*}})? ([0-9.e+]+)$", text, re.M))  # noqa: E731
-        return total("vllm:prompt_tokens_total"), total("vllm:generation_tokens_total")
-
-
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory):
-    if vllm_python() is None:
-        msg = f"no vLLM venv at {vllm_venv()} (make it with scripts/ci_vllm.sh, or point RAGCOST_VLLM_VENV at one)"
-        if os.environ.get("RAGCOST_REQUIRE_VLLM"):
-            pytest.fail(msg + "; RAGCOST_REQUIRE_VLLM is set, so this is a failure, not a skip")
-        pytest.skip(msg)
-    model = build_tiny_model(tmp_path_factory.mktemp("tiny-llama"))
-    logs = tmp_path_factory.mktemp("vllm-logs")
-    srv = {name: NamedServer(name, model, logs / f"{name}.log") for name in ("small", "large")}
-    errors: dict[str, BaseException] = {}
-
-    def start(name: str) -> None:
-        try:
-            srv[name].start()
-        except BaseException as e:  # noqa: BLE001 - reported below, after both tries
-            errors[name] = e
-
-    threads = [threading.Thread(target=start, args=(n,)) for n in srv]  # in parallel: each start takes minutes
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        for s in srv.values():
-            s.kill()
-        raise RuntimeError(f"vLLM servers did not start: {errors}")
-    print(f"\nvLLM servers ready in {srv['small'].start_seconds:.0f}s and {srv['large'].start_seconds:.0f}s")
-    yield SimpleNamespace(model=model, **srv)
-    for s in srv.values():
-        s.kill()
 
 
 def stages(ctx, servers):
@@ -122,7 +65,8 @@ def run_and_record(sts, ctx, ledger, run_id, texts):
     return batch, res
 
 
-def test_routes_ledger_tokens_match_the_servers_and_a_dead_small_server_escalates(servers, tmp_path):
+def test_routes_ledger_tokens_match_the_servers_and_a_dead_small_server_escalates(vllm_pair, tmp_path):
+    servers = vllm_pair
     from ragcost.cost.pricebook import load_price_book
 
     (tmp_path / "book.yaml").write_text(BOOK)
