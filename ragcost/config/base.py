@@ -120,17 +120,17 @@ def first_loc(err: ValidationError) -> tuple:
 
 
 def one_line(err: ValidationError, prefix: Sequence[Any] = (), known: Sequence[str] = (),
-             unknown: str = "unknown key; remove it or check its spelling") -> str:
+             unknown: str = "unknown key; remove it or check its spelling", top: str = "(top level)") -> str:
     """``field.path: message (got value)`` of the first problem, without a file position.
 
     For errors raised inside a model that a caller positions itself (a backend's own params
-    inside a stage's YAML). ``known`` lists the valid keys for an unknown-key error, which
-    ``unknown`` words (e.g. "unknown build parameter for kind 'hnsw'").
+    inside a stage's YAML), and for a request body (``ragcost serve``: ``top="body"``). ``known`` lists the valid
+    keys for an unknown-key error, which ``unknown`` words (e.g. "unknown build parameter for kind 'hnsw'").
     """
     errors = _pick(err.errors())
     e = errors[0]
     loc = [*prefix, *[x for x in e["loc"] if not _is_union_tag(x)]]
-    field = ".".join(str(x) for x in loc) or "(top level)"
+    field = ".".join(str(x) for x in loc) or top
     if e["type"] == "extra_forbidden":
         msg = unknown + (f"; known: {', '.join(known)}" if known else "")
     elif e["type"] == "missing":

@@ -139,10 +139,10 @@ class ChatRequest(_Body):
 
 
 def one_line(e: ValidationError) -> tuple[str, str]:
-    """(field, message) of the first error, e.g. ("messages.0.content", "messages.0.content: Field required")."""
-    err = e.errors()[0]
-    field = ".".join(str(x) for x in err["loc"]) or "body"
-    msg = err["msg"] if err["type"] != "extra_forbidden" else "unknown field; remove it"
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, "):]
-    return field, f"{field}: {msg}"
+    """(field, message) of the first problem, e.g. ("messages.0.content", "messages.0.content: required field is
+    missing; add it"): the configuration files' formatter (:func:`ragcost.config.base.one_line`), worded for a body."""
+    from ragcost.config.base import first_loc
+    from ragcost.config.base import one_line as first_problem
+
+    field = ".".join(str(x) for x in first_loc(e)) or "body"
+    return field, first_problem(e, unknown="unknown field; remove it", top="body")
