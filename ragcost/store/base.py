@@ -3,7 +3,7 @@
 A store is chosen by the URL's scheme (``store_registry``, keyed by SQLAlchemy's backend name:
 ``duckdb:///...`` and ``postgresql+psycopg://...`` both open :class:`ragcost.store.sql.SQLStore`).
 A second engine registers a class under its scheme, is built as ``cls(url, collection, fields)``,
-and passes ``tests/contracts/store.py``.
+and passes ``ragcost.testing.store``.
 """
 
 from __future__ import annotations

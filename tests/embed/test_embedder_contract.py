@@ -6,7 +6,7 @@ import pytest
 
 from ragcost.config.pipeline import EmbedConfig
 from ragcost.embed import make_embedder
-from tests.contracts.embedder import EmbedderContract
+from ragcost.testing.embedder import EmbedderContract
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import pytest
 from ragcost.config.pipeline import EmbedConfig
 from ragcost.embed import make_embedder
 from ragcost.errors import ConfigError, DependencyError
-from tests.contracts.embedder import TEXTS, EmbedderContract
+from ragcost.testing.embedder import TEXTS, EmbedderContract
 from tests.embed.tiny_model import build_tiny_model
 
 

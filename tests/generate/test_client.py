@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ragcost.generate import BackendParams
-from tests.contracts.generator import GeneratorContract, generate_batch
+from ragcost.testing.generator import GeneratorContract, generate_batch
 from tests.generate.fault_server import FaultServer, closed_port
 
 NO_RETRY = {"attempts": 1, "initial_s": 0, "max_s": 0, "jitter_s": 0}

@@ -7,7 +7,7 @@ import pytest
 from ragcost.generate import BackendParams
 from ragcost.generate.extractive import Extractive, extract
 from ragcost.generate.prompt import build_prompt
-from tests.contracts.generator import QUESTION, SOURCES, GeneratorContract, generate_batch
+from ragcost.testing.generator import QUESTION, SOURCES, GeneratorContract, generate_batch
 
 
 class TestExtractive(GeneratorContract):

@@ -15,7 +15,7 @@ from ragcost.generate import Attempt, BackendParams, Generator, Prompt, generato
 from ragcost.generate.attempt import USAGE_LOCAL
 from ragcost.generate.base import OnText
 from tests.cli.conftest import run_cli, write_corpus, write_pipeline
-from tests.contracts.generator import GeneratorContract
+from ragcost.testing.generator import GeneratorContract
 
 
 class Shout(Generator):

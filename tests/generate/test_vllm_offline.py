@@ -10,7 +10,7 @@ import pytest
 from ragcost.errors import DependencyError
 from ragcost.generate import Attempt, BackendParams
 from ragcost.generate.vllm_offline import VllmOffline, engine_work, fill_from_output, load_llm
-from tests.contracts.generator import GeneratorContract, generate_batch
+from ragcost.testing.generator import GeneratorContract, generate_batch
 from tests.generate.helpers import book, book_path, make_stage, pipeline, run_stage, states  # noqa: F401
 
 

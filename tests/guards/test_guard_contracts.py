@@ -6,7 +6,7 @@ import pytest
 
 from ragcost.guards import guard_registry
 from ragcost.records import Hit, QueryState
-from tests.contracts.guard import GuardContract
+from ragcost.testing.guard import GuardContract
 
 
 def build(name: str, ctx=None, **params):

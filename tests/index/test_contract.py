@@ -21,7 +21,7 @@ from ragcost.index import (
 )
 from ragcost.index.verify import VERIFIED
 from tests.conftest import clustered_vectors
-from tests.contracts.index import DIM, K, LABELS, N, IndexContract, dataset, recall  # noqa: F401
+from ragcost.testing.index import DIM, K, LABELS, N, IndexContract, dataset, recall  # noqa: F401
 
 
 def _cfg(backend: str, kind: str, **kw) -> IndexConfig:

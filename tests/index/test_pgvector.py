@@ -11,7 +11,7 @@ import pytest
 from ragcost.config.index import IndexConfig
 from ragcost.errors import ConfigError, DependencyError, FingerprintError
 from ragcost.index import build_index, index_registry
-from tests.contracts.index import DIM, K, LABELS, N, IndexContract, dataset, recall
+from ragcost.testing.index import DIM, K, LABELS, N, IndexContract, dataset, recall
 
 HNSW_EFFORT = ({"ef_search": 10}, {"ef_search": 400})
 IVF_EFFORT = ({"probes": 1}, {"probes": 10**4})  # pgvector visits at most every list

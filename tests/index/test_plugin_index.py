@@ -17,7 +17,7 @@ from ragcost.index import KindSpec, VectorIndex, index_registry
 from ragcost.index.exact import exact_search
 from ragcost.index.params import NoParams
 from tests.cli.conftest import run_cli, write_corpus, write_pipeline
-from tests.contracts.index import IndexContract
+from ragcost.testing.index import IndexContract
 
 
 @index_registry.register("numpy-test")

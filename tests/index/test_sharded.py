@@ -20,7 +20,7 @@ from ragcost.index import (
 )
 from ragcost.index.sharded import can_shard, check_shards, check_shards_fit, merge_top_k
 from tests.conftest import clustered_vectors
-from tests.contracts.index import DIM, K, LABELS, N, IndexContract, dataset, recall
+from ragcost.testing.index import DIM, K, LABELS, N, IndexContract, dataset, recall
 from tests.index.test_contract import HNSW_EFFORT
 
 

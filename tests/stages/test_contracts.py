@@ -8,8 +8,8 @@ from ragcost.records import QueryState
 from ragcost.stages.base import stage_registry
 from ragcost.stages.rerank.base import reranker_registry
 from tests.conftest import retrieved_states
-from tests.contracts.reranker import RerankerContract
-from tests.contracts.stage import StageContract
+from ragcost.testing.reranker import RerankerContract
+from ragcost.testing.stage import StageContract
 
 TEXTS = ["how do I get a refund?", "reset my password", "api rate limits"]
 

@@ -18,8 +18,8 @@ from ragcost.stages.route import Route
 from ragcost.stages.route.examples import read_examples
 from ragcost.stages.route.knn import knn_scores
 from tests.cli.conftest import write_pipeline
-from tests.contracts.router import RouterContract
-from tests.contracts.stage import StageContract
+from ragcost.testing.router import RouterContract
+from ragcost.testing.stage import StageContract
 from tests.generate.helpers import book, book_path  # noqa: F401
 
 DIM = 64

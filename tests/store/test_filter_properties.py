@@ -17,7 +17,7 @@ from ragcost.config.fields import parse_fields
 from ragcost.errors import RagcostError
 from ragcost.store.filters import FIELD_OPS, LOGIC_OPS
 from ragcost.store.sql import SQLStore
-from tests.contracts.store import record
+from ragcost.testing.store import record
 
 FIELDS = {"tenant": "str", "year": "int", "score": "float", "draft": "bool", "tags": "list[str]", "ranks": "list[int]"}
 SETTINGS = settings(derandomize=True, max_examples=200, deadline=None,

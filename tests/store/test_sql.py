@@ -17,7 +17,7 @@ from ragcost.config.fields import parse_fields
 from ragcost.errors import StoreError
 from ragcost.store import DocumentStore, open_store, store_registry
 from ragcost.store.sql import SQLStore
-from tests.contracts.store import FIELDS, StoreContract, record
+from ragcost.testing.store import FIELDS, StoreContract, record
 
 REPO = Path(__file__).resolve().parents[2]
 

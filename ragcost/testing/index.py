@@ -12,7 +12,7 @@ import pytest
 from ragcost.config.index import IndexConfig
 from ragcost.errors import ConfigError
 from ragcost.index import FilteredResult, build_index, exact_search, index_class, new_index
-from tests.conftest import clustered_vectors
+from ragcost.testing.vectors import clustered_vectors
 
 N, DIM, K = 3000, 64, 10
 LABELS = (10**12 + np.arange(N) * 7).astype(np.int64)  # large, non-contiguous: never row positions

@@ -1,1 +1,0 @@
-"""Contract test classes every backend's test class inherits (Haystack's DocumentStoreBaseTests style)."""
