@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from tests.vllm_server import REPO, build_tiny_model, vllm_python, vllm_venv
+from tests.vllm_server import REPO, build_tiny_model, require_vllm
 
 pytestmark = pytest.mark.slow
 
@@ -50,12 +50,7 @@ if __name__ == "__main__":
 
 
 def test_a_real_engine_batch_is_split_by_the_engine_seconds_each_request_used(tmp_path):
-    py = vllm_python()
-    if py is None:
-        msg = f"no vLLM venv at {vllm_venv()} (make it with scripts/ci_vllm.sh, or point RAGCOST_VLLM_VENV at one)"
-        if os.environ.get("RAGCOST_REQUIRE_VLLM"):
-            pytest.fail(msg + "; RAGCOST_REQUIRE_VLLM is set, so this is a failure, not a skip")
-        pytest.skip(msg)
+    py = require_vllm()
     model = build_tiny_model(tmp_path / "tiny-llama")
     script = tmp_path / "offline.py"
     script.write_text(SCRIPT)
