@@ -232,8 +232,9 @@ def retrieved_states(pipe, texts: list[str], k: int = 3):
 # resource run on one worker, one after another: the eval cache's DuckDB files under .ragcost/eval (one writer
 # at a time; SciFact's held-out test reads what the integration test embedded), the session's Ray cluster and
 # the session's quickstart index, the session's two vLLM servers. Those groups go first, heaviest first, so the
-# other worker is not left idle at the end (but the vLLM one, which goes last: below). (xdist's own loadgroup marks do not work with pytest 9.2, which no longer reads Node._nodeid: the
-# scheduler below groups by file name instead.) Without -n nothing changes.
+# other worker is not left idle at the end (but the vLLM one, which goes last: below). (xdist's own loadgroup
+# marks do not work with pytest 9.2, which no longer reads Node._nodeid: the scheduler below groups by file name
+# instead.) Without -n nothing changes.
 SHARED_RESOURCE_GROUPS = {  # heaviest first; within a group, in this order
     "eval-cache": ("tests/evaluate/test_cranfield.py", "tests/integration/test_scifact_flat.py",
                    "tests/evaluate/test_power.py", "tests/evaluate/test_tune_agrees.py",  # read SciFact's cached vectors
