@@ -293,7 +293,7 @@ def pytest_collection_modifyitems(config, items):
         p = path(item)
         g = GROUP_OF.get(p)
         # the vLLM pair's files (a minute and more) before the offline file (half a minute): the longer unit first, so
-        # the two workers end together (fc39: the pair last, one worker idle for the suite's final 80 s)
+        # the two workers end together (with the pair last, one worker sat idle for the suite's final 80 s)
         rank = len(groups) + 1 if g in LAST_GROUPS else len(groups) + 2 if p in LAST else groups.index(g) if g else len(groups)
         return (rank, within.get(p, 0), order[id(item)])
 
