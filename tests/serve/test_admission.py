@@ -30,6 +30,21 @@ class TestServiceModel:
         m.add(4, 0.2)
         assert (m.fixed, m.per_query) == (0.0, pytest.approx(0.05))
 
+    def test_a_time_that_does_not_grow_with_the_batch_is_one_time_at_any_size(self):
+        """Concurrent generation: a batch of 8 took what a batch of 1 did. Least squares with the slope kept at 0,
+        not the proportional guess that would say 16 queries take 3.6 s."""
+        m = ServiceModel()
+        m.seed(1, 1.02)
+        m.seed(8, 0.98)
+        assert (m.fixed, m.per_query) == (pytest.approx(1.0), 0.0)
+        assert m.batch_s(16) == pytest.approx(1.0) and m.margin() == MARGIN
+
+    def test_a_fixed_part_below_zero_is_a_fit_through_the_origin(self):
+        m = ServiceModel()
+        for n, t in ((1, 0.01), (2, 0.05), (4, 0.2)):
+            m.add(n, t)
+        assert m.fixed == 0.0 and m.per_query == pytest.approx((0.01 + 0.1 + 0.8) / 21)
+
     def test_seeds_count_until_real_batches_replace_them(self):
         m = ServiceModel(real_needed=2)
         m.seed(1, 1.0)
@@ -39,13 +54,30 @@ class TestServiceModel:
         m.add(1, 0.1)
         assert m.batch_s(1) == pytest.approx(0.1)  # real batches only
 
-    def test_the_margin_follows_how_wrong_recent_predictions_were(self):
+    def test_the_margin_widens_while_the_window_holds_a_load_change(self):
         m = ServiceModel()
         m.add(10, 1.0)
         assert m.margin() == MARGIN
-        for _ in range(20):
-            m.add(10, 2.0)  # batches now take twice what the model said before each
-        assert m.margin() > MARGIN
+        for _ in range(16):
+            m.add(10, 1.0)
+        for _ in range(15):
+            m.add(10, 2.0)  # the machine got busy: batches now take twice as long
+        assert m.margin() == pytest.approx(2.0 / (47.0 / 320 * 10))  # the newest batches over the blended fit
+        for _ in range(32):
+            m.add(10, 2.0)  # the old load has left the window: the model caught up
+        assert m.margin() == MARGIN
+
+    def test_a_transient_misprediction_does_not_become_the_margin(self):
+        """Two guard-blocked queries (15 ms) then generated answers (0.85 s): the model fitted to the first two
+        once said 16 ms for the third, and that ratio (57x) as the margin refused requests on an idle server."""
+        m = ServiceModel()
+        for s in (0.015, 0.015, 0.85, 0.85, 0.85, 0.85):
+            m.add(1, s)
+        assert m.batch_s(1) == pytest.approx(3.43 / 6)
+        assert m.margin() == pytest.approx(0.85 / (3.43 / 6))  # an answered query over the mixed mean
+        b = Batcher(session=None, window_ms=5, max_batch=8, max_queue=100)
+        b.model = m
+        b.check(deadline_s=30.0)  # admitted: about 0.86 s of work, nothing ahead
 
 
 class TestCheck:

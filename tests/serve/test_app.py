@@ -96,6 +96,7 @@ class TestEndpoints:
     def test_health_ready_and_metrics(self, server):
         assert httpx.get(server.url + "/healthz").json() == {"ok": True}
         assert httpx.get(server.url + "/readyz").status_code == 200
+        assert httpx.post(server.url + "/v1/query", headers=ACME, json={"text": "api"}).status_code == 200  # a stage's first sample
         text = httpx.get(server.url + "/metrics").text
         assert "ragcost_stage_seconds_bucket" in text and "ragcost_cost_usd_total" in text and "ragcost_queue_depth" in text
 
