@@ -22,7 +22,6 @@ from ragcost.errors import ConfigError
 GB = 1e9
 MEM_UTILIZATION = 0.9  # vLLM's gpu_memory_utilization default
 BUSY = 1.0
-KINDS = (*P.INDEX_KINDS, "pgvector-hnsw")
 INSTANCE = "r7i-2xlarge"
 
 
@@ -71,8 +70,9 @@ def plan(
     utilization: Optional[float] = typer.Option(None, "--utilization", hidden=True, callback=_split_utilization),
     chunks: Optional[int] = typer.Option(None, "--chunks", callback=_range(1, 1e13), help="Vectors in the index, >= 1."),
     dim: Optional[int] = typer.Option(None, "--dim", callback=_range(1, 1_000_000), help="Embedding dimension, >= 1."),
-    precision: str = typer.Option("float32", "--precision", callback=_choice(tuple(P.PRECISION_BYTES)), help="float32, float16, int8 or binary."),
-    kind: str = typer.Option("flat", "--kind", callback=_choice(KINDS), help="flat, hnsw, ivf_flat, ivf_pq or pgvector-hnsw (corpus mode only)."),
+    precision: str = typer.Option("float32", "--precision", callback=_choice(P.PRECISIONS), help="float32, float16, int8 or binary."),
+    kind: str = typer.Option("flat", "--kind", help="flat, hnsw, ivf_flat, ivf_pq, or a kind of --backend; pgvector-hnsw is pgvector's hnsw (corpus mode)."),
+    backend: Optional[str] = typer.Option(None, "--backend", help="The index backend whose kind --kind is (default: hnswlib for hnsw, faiss for the others); a plugin's backend is planned by the size it declares."),
     m: int = typer.Option(16, "--M", callback=_range(2, 1024), help="HNSW M, 2..1,024."),
     pq_m: Optional[int] = typer.Option(None, "--pq-m", callback=_range(1, 1_000_000), help="IVF-PQ sub-quantizers; must divide --dim."),
     nbits: int = typer.Option(8, "--nbits", callback=_range(1, 16), help="IVF-PQ bits per code, 1..16."),
@@ -101,6 +101,7 @@ def plan(
     if shards is not None and chunks is not None and shards > chunks:
         raise typer.BadParameter(f"{shards:,} shards for {chunks:,} vector(s) (--chunks) would leave shards empty, each "
                                  f"still paid for; give --shards from 1 to {chunks:,}", param_hint="'--shards'")
+    _check_kind(backend, kind)
     measured = None
     if pipeline is not None:
         measured = _measure_pipeline(pipeline)
@@ -123,9 +124,9 @@ def plan(
             raise typer.BadParameter(f"{shards:,} shards for {chunks:,} vector(s) would leave shards empty, each still "
                                      f"paid for; give --shards from 1 to {chunks:,}", param_hint="'--shards'")
         out += _corpus_lines(chunks, dim, kind, shards or 1, replicas or 1, instance, pricing, m, pq_m, nbits,
-                             embed_per_second, workers, chunk_bytes, measured, pipeline)
+                             embed_per_second, workers, chunk_bytes, measured, pipeline, backend)
     elif chunks is not None and dim is not None:
-        out.append(_index_line(chunks, dim, precision, kind, m, pq_m, nbits))
+        out.append(_index_line(chunks, dim, precision, kind, m, pq_m, nbits, backend))
     # One idle rule for both figures, shown both ways (ragcost.cost.plan.VIEWS): fully loaded first.
     if gpu_usd_per_hour is not None and tokens_per_second is not None:
         for view, paid in (("fully loaded", True), ("busy", False)):
@@ -209,15 +210,47 @@ def _kv_lines(model_config: Optional[Path], layers: Optional[int], kv_heads: Opt
     return out
 
 
+def _check_kind(backend: Optional[str], kind: str) -> None:
+    """Exit 2 naming --backend or --kind when the backend is not installed or has no such kind."""
+    from ragcost.errors import UnknownNameError
+    from ragcost.index.check import kind_spec
+
+    if kind in C.ALIASES and backend is None:
+        return
+    try:
+        kind_spec(backend, kind)
+    except UnknownNameError as e:
+        raise typer.BadParameter(str(e), param_hint="'--backend'") from None
+    except ConfigError as e:
+        raise typer.BadParameter(f"{kind!r}: {e}" + ("" if backend else "; or --kind pgvector-hnsw (corpus mode)"),
+                                 param_hint="'--kind'") from None
+
+
+def _shape(backend: Optional[str], kind: str, m: int, pq_m: Optional[int], nbits: int) -> str:
+    """The index as its options describe it: "hnswlib M 16", "faiss IVF-PQ m 48 x 8 bits", "mine flat"."""
+    name, base = C.backend_kind(kind, backend)
+    if base == "ivf_pq":
+        return f"{name} IVF-PQ m {pq_m} x {nbits} bits"
+    return f"{name} {base}" + (f" m {m}" if name == "pgvector" and base == "hnsw" else f" M {m}" if base == "hnsw" else "")
+
+
 def _index_line(chunks: int, dim: int, precision: str, kind: str, m: int, pq_m: Optional[int],
-                nbits: int) -> tuple[str, str, str]:
-    ram, own = P.index_ram_bytes(chunks, dim, precision, kind, M=m, pq_m=pq_m, nbits=nbits)
+                nbits: int, backend: Optional[str] = None) -> tuple[str, str, str]:
+    ram, own = P.index_ram_bytes(chunks, dim, precision, kind, M=m, pq_m=pq_m, nbits=nbits, backend=backend)
     extra = {"hnsw": f", M {m}", "ivf_pq": f", pq_m {P.num(pq_m or 0)}, nbits {nbits}"}.get(kind, "")
+    if backend is not None:
+        extra = f" ({backend}){extra}"
     copy = ram - own
     copy_note = f" + exact-scan copy {P.num(copy)} B (float32)" if copy else ""
     return ("Index RAM", P.human_bytes(ram),
             f"{P.num(chunks)} chunks x dim {dim} x {precision}, {kind}{extra}: index {P.num(own)} B{copy_note}, "
             f"by the storage formula query and eval charge")
+
+
+def index_registry_spec(backend: str, kind: str) -> Any:
+    from ragcost.index.check import kind_spec
+
+    return kind_spec(backend, kind)
 
 
 def _measure_pipeline(path: Path) -> Any:
@@ -235,17 +268,15 @@ def _measure_pipeline(path: Path) -> Any:
 def _corpus_lines(chunks: int, dim: int, kind: str, shards: int, replicas: int, instance: Optional[str], pricing: Path,
                   m: int, pq_m: Optional[int], nbits: int, embed_per_second: float,
                   workers: Optional[int], chunk_bytes: Optional[float] = None, measured: Any = None,
-                  pipeline: Optional[Path] = None) -> list[tuple[str, str, str]]:
+                  pipeline: Optional[Path] = None, backend: Optional[str] = None) -> list[tuple[str, str, str]]:
     from ragcost.cost.pricebook import TimeResource, load_price_book
 
-    if kind not in C.CORPUS_KINDS:
-        raise ConfigError(f"corpus mode plans --kind {', '.join(C.CORPUS_KINDS)}; got {kind}")
     book = load_price_book(pricing)
 
     def planned(name: str, res: TimeResource) -> C.ShardPlan:
         return C.plan_corpus(chunks, dim, kind, shards, replicas, res.ram_gib * 2**30, res.usd_per_hour, M=m, pq_m=pq_m,
                              nbits=nbits, embed_per_second=embed_per_second, workers=workers, vcpus=res.vcpus,
-                             store_bytes_per_chunk=chunk_bytes)
+                             store_bytes_per_chunk=chunk_bytes, backend=backend)
 
     if instance is not None:
         res = book.resource(instance, str(pricing))
@@ -255,17 +286,18 @@ def _corpus_lines(chunks: int, dim: int, kind: str, shards: int, replicas: int, 
         p, why = planned(instance, res), "as given (--instance)"
     else:
         instance, res, p, why = _cheapest(book, pricing, planned)
-    shape = {"hnsw": f"hnswlib M {m}", "ivf_pq": f"faiss IVF-PQ m {pq_m} x {nbits} bits",
-             "pgvector-hnsw": f"pgvector hnsw m {m}"}[kind]
+    shape = _shape(backend, kind, m, pq_m, nbits)
+    name, base = C.backend_kind(kind, backend)
+    checked = index_registry_spec(name, base).size_source
     days = p.embed_seconds / 86400
     return [
         ("Vectors per shard", P.num(p.vectors_per_shard),
          f"{P.num(chunks)} chunks / {shards} shard(s), dim {dim}, float32, {shape}"),
         ("RAM per shard", P.human_bytes(p.ram_bytes),
-         f"index {P.num(p.index_bytes)} B ({P.num(p.index_bytes / p.vectors_per_shard)} B/vector, bench.plan_ram checks "
-         f"it)" + ("" if p.ram_bytes == p.index_bytes else f" + float32 exact-scan copy {P.num(p.ram_bytes - p.index_bytes)} B")),
+         f"index {P.num(p.index_bytes)} B ({P.num(p.index_bytes / p.vectors_per_shard)} B/vector, "
+         + (f"{checked} checks it)" if checked else f"the formula backend {name} declares, unchecked here)") + ("" if p.ram_bytes == p.index_bytes else f" + float32 exact-scan copy {P.num(p.ram_bytes - p.index_bytes)} B")),
         ("Disk per shard", P.human_bytes(p.disk_bytes),
-         "index + float32 vectors + int64 labels" + (" + the vector column in the chunk table" if kind == "pgvector-hnsw" else "")),
+         "index + float32 vectors + int64 labels" + (" + the vector column in the chunk table" if C.in_store(name) else "")),
         ("Machines", f"{p.machines} x {instance}",
          f"{res.ram_gib:g} GiB each, {C.USABLE_RAM:.0%} usable (the rest is headroom for the OS, the query process "
          f"and the page cache): {p.shards_per_machine} shard(s) per machine, x {replicas} replica(s); {why}"),

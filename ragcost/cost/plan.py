@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
-from ragcost.cost.capacity import hnswlib_bytes, ivf_pq_bytes
 from ragcost.cost.storage import holds_float32, storage_bytes
 from ragcost.errors import ConfigError
 
@@ -20,9 +19,8 @@ DTYPE_BYTES = {
     "float8": 1, "fp8": 1, "int8": 1,
     "int4": 0.5, "fp4": 0.5,
 }
-# Bytes per vector dimension of an index's stored vectors.
-PRECISION_BYTES = {"float32": 4, "float16": 2, "int8": 1, "binary": 1 / 8}
-INDEX_KINDS = ("flat", "hnsw", "ivf_flat", "ivf_pq")
+INDEX_KINDS = ("flat", "hnsw", "ivf_flat", "ivf_pq")  # the built-in backends' kinds (plan --kind's help)
+PRECISIONS = ("float32", "float16", "int8", "binary")  # ragcost.index.sizes.PRECISION_BYTES' keys (a test holds them equal)
 
 
 def dtype_bytes(dtype: str) -> float:
@@ -99,43 +97,37 @@ def sequences_that_fit(gpu_mem_bytes: float, weight_bytes: float, kv_per_token: 
 
 
 def index_bytes(n: int, dim: int, precision: str = "float32", kind: str = "flat", M: int = 16,
-                pq_m: Optional[int] = None, nbits: int = 8) -> float:
-    """Bytes of the index structure itself over ``n`` vectors: its vectors (or codes) and per-vector links/ids.
+                pq_m: Optional[int] = None, nbits: int = 8, backend: Optional[str] = None) -> float:
+    """Bytes of the index structure itself over ``n`` vectors: what its backend declares
+    (:attr:`ragcost.index.KindSpec.size`; ``backend`` None: the kind's default backend). IVF-PQ's
+    centroids and codebooks are counted (they are most of a small index), IVF-Flat's centroids are not.
+    A ConfigError names an unknown backend or kind, or a kind that declares no size."""
+    from ragcost.index.check import DEFAULT_BACKEND, kind_spec
+    from ragcost.index.sizes import PRECISION_BYTES
 
-    This is the per-kind part only ``plan`` knows (no built index to measure); IVF-PQ's centroids and
-    codebooks are counted (they are most of a small index), IVF-Flat's centroids are not.
-    """
     if precision not in PRECISION_BYTES:
         raise ConfigError(f"precision {precision!r} is unknown; use one of {', '.join(PRECISION_BYTES)}")
-    vec = dim * PRECISION_BYTES[precision]
-    if kind == "flat":
-        per = vec
-    elif kind == "hnsw":
-        return hnswlib_bytes(n, dim, M, vector_bytes=vec)  # as loaded: the formula query charges (bench.hnswlib_ram)
-    elif kind == "ivf_flat":
-        per = vec + 8  # inverted lists also store a 64-bit id per vector
-    elif kind == "ivf_pq":
-        if not pq_m:
-            raise ConfigError("index kind ivf_pq needs pq_m (sub-quantizers, --pq-m), e.g. dim/8")
-        # codes + 64-bit ids + the coarse centroids and PQ codebooks: the corpus mode's formula (capacity), so the
-        # two modes of `plan` give one figure (they differed 2x; the codebooks alone are 256 x dim x 4 bytes)
-        return ivf_pq_bytes(n, dim, pq_m, nbits)
-    else:
-        raise ConfigError(f"index kind {kind!r} is unknown; use one of {', '.join(INDEX_KINDS)}")
-    return n * per
+    spec = kind_spec(backend, kind)
+    if spec.size is None:
+        name = backend or DEFAULT_BACKEND.get(kind, "faiss")
+        raise ConfigError(f"index backend {name!r} kind {kind!r} declares no size formula (KindSpec.size), so plan "
+                          "cannot estimate it; plan another kind, or build it and read its RAM in `ragcost report`")
+    return spec.size(n, dim, precision, M=M, pq_m=pq_m, nbits=nbits)
 
 
 def index_ram_bytes(n: int, dim: int, precision: str = "float32", kind: str = "flat", M: int = 16,
-                    pq_m: Optional[int] = None, nbits: int = 8) -> tuple[int, int]:
+                    pq_m: Optional[int] = None, nbits: int = 8, backend: Optional[str] = None) -> tuple[int, int]:
     """(RAM bytes, of which the index structure) by the one storage formula query and eval charge.
 
     The per-kind structure comes from :func:`index_bytes`; what is added to it (the float32
-    exact-scan copy, when the formula counts it) comes from :func:`ragcost.cost.storage.storage_bytes`.
+    exact-scan copy, unless the backend declares that the kind holds every vector at float32) comes
+    from :func:`ragcost.cost.storage.storage_bytes`.
     """
-    own = int(index_bytes(n, dim, precision, kind, M=M, pq_m=pq_m, nbits=nbits))
-    # hnsw as hnswlib builds it (the default backend); the other kinds are faiss's.
-    backend = "hnswlib" if kind == "hnsw" else "faiss"
-    ram, _disk = storage_bytes(own, n, dim, holds_vectors=holds_float32(backend, kind, precision))
+    from ragcost.index.check import DEFAULT_BACKEND
+
+    own = int(index_bytes(n, dim, precision, kind, M=M, pq_m=pq_m, nbits=nbits, backend=backend))
+    name = backend or DEFAULT_BACKEND.get(kind, "faiss")
+    ram, _disk = storage_bytes(own, n, dim, holds_vectors=holds_float32(name, kind, precision))
     return ram, own
 
 

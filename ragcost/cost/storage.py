@@ -26,18 +26,19 @@ from typing import Iterable, Optional
 
 LABEL_BYTES = 8  # int64 chunk labels, saved beside the index
 EXACT_COPY_BYTES = 4  # float32 per dimension: the exact-scan copy kept beside the index
-# (backend, kind) whose index stores every vector in full when its precision is float32.
-_FULL_FLOAT32 = {("hnswlib", "hnsw"), ("faiss", "flat"), ("faiss", "hnsw"), ("faiss", "ivf_flat")}
 
 
 def holds_float32(backend: str, kind: str, precision: str) -> bool:
     """Whether the index itself stores every vector at float32 (then the exact-scan copy adds no RAM).
 
-    hnswlib keeps the float32 vectors in its graph's level 0; faiss ``Flat`` storage (kinds flat,
-    hnsw, ivf_flat at precision float32) keeps them as its codes. PQ, scalar-quantised and binary
-    indexes do not, and an unknown backend is assumed not to (the copy is counted).
+    What the backend declares for the kind (``KindSpec.holds_float32``): hnswlib keeps the float32
+    vectors in its graph's level 0; faiss ``Flat`` storage (kinds flat, hnsw, ivf_flat at precision
+    float32) keeps them as its codes. PQ, scalar-quantised and binary indexes do not, and an unknown
+    backend or kind is assumed not to (the copy is counted).
     """
-    return precision == "float32" and (backend, kind) in _FULL_FLOAT32
+    from ragcost.index.check import holds_float32 as declared
+
+    return declared(backend, kind, precision)
 
 
 def exact_copy_bytes(vector_count: int, dim: int) -> int:

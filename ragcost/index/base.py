@@ -16,7 +16,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple, Optional
+from typing import Any, Callable, ClassVar, NamedTuple, Optional
 
 import numpy as np
 from pydantic import ValidationError
@@ -32,12 +32,22 @@ PRECISIONS = ("float32", "float16", "int8", "binary")
 
 @dataclass(frozen=True)
 class KindSpec:
-    """One index structure a backend offers: its parameter models and the precisions it stores."""
+    """One index structure a backend offers: its parameter models, the precisions it stores, and what the
+    cost model needs to price and plan it without knowing the backend.
+
+    ``holds_float32``: at precision float32 the index itself stores every vector in full (then the
+    float32 exact-scan copy beside it adds no RAM). ``size``: bytes of the structure over ``n`` vectors,
+    called as ``size(n, dim, precision, M=..., pq_m=..., nbits=...)`` with ``plan``'s options (a formula
+    ignores what it does not use: ``**_``); None: ``plan`` cannot estimate this kind and says so
+    (formulas for the built-ins: :mod:`ragcost.index.sizes`); ``size_source``: what checks it."""
 
     build: type[Strict]
     search: type[Strict]
     precisions: tuple[str, ...] = ("float32",)
     precision_note: str = ""  # why other precisions are refused, and the fix
+    holds_float32: bool = False
+    size: Optional[Callable[..., float]] = None
+    size_source: str = ""  # what checks ``size`` against built indexes (plan prints it), e.g. "bench.plan_ram"
 
 
 class FilteredResult(NamedTuple):
@@ -68,6 +78,9 @@ class VectorIndex(ABC):
     suffix: ClassVar[str] = "index"  # the saved file is index-<build id>.<suffix>
     store_schemes: ClassVar[tuple[str, ...]] = ()  # a backend living in the store's database names its kinds
     shardable: ClassVar[tuple[str, ...]] = ()  # kinds ``ragcost.index.sharded`` may hold as N graphs searched together
+    # Kinds a cluster builds by training once and adding shards on workers (``executor: ray``): such a
+    # backend implements :meth:`trained_for_shards`, :meth:`add_shard` and :meth:`adopt_shards`.
+    trained_shards: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: IndexConfig, dim: int, precision: str = "float32") -> None:
         self.config = self.checked(config, precision)
@@ -108,6 +121,25 @@ class VectorIndex(ABC):
         others = [n for n in index_registry.names()
                   if n != cls.backend and kind in getattr(index_registry.get(n), "kinds", {})]
         return f" or backend: {others[0]}" if others else ""
+
+    # ---- built on a cluster in shards (only for ``trained_shards`` kinds) -----------------------
+    def builds_in_shards(self) -> bool:
+        """Whether ``executor: ray`` builds this index by training once and adding shards on workers."""
+        return self.config.kind in self.trained_shards
+
+    def trained_for_shards(self, vectors: np.ndarray) -> tuple[bytes, int]:
+        """(the empty index trained on a sample of ``vectors``, serialised; the sample's size): what each worker
+        adds its shard to."""
+        raise NotImplementedError(f"backend {self.backend} declares no kinds built in trained shards")
+
+    @staticmethod
+    def add_shard(trained: bytes, vectors: np.ndarray, labels: np.ndarray) -> bytes:
+        """Run on a worker: ``trained`` with this shard's vectors added under their labels, serialised."""
+        raise NotImplementedError
+
+    def adopt_shards(self, trained: bytes, parts: list[bytes]) -> int:
+        """Merge the workers' shards into ``trained`` and hold the result (as :meth:`load` would); its vector count."""
+        raise NotImplementedError(f"backend {self.backend} declares no kinds built in trained shards")
 
     def build_params(self) -> Any:
         """The typed build parameters of this index's kind."""

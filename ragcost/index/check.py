@@ -59,3 +59,31 @@ def load_index_file(path: str | Path, precision: Optional[str] = None) -> IndexC
         err = type(e)(f"{where}: {e}")
         err.field = getattr(e, "field", None)
         raise err from None
+
+
+# The backend a kind means when only the kind is named (``plan --kind``): the pipeline schema's default
+# backend for HNSW, faiss for the others.
+DEFAULT_BACKEND = {"hnsw": "hnswlib"}
+
+
+def kind_spec(backend: Optional[str], kind: str) -> KindSpec:
+    """What ``backend`` declares for ``kind`` (a plugin's too); ``backend`` None: the default for the kind.
+    A ConfigError names the installed backends or the backend's kinds."""
+    name = backend or DEFAULT_BACKEND.get(kind, "faiss")
+    cls = index_registry.get(name)  # UnknownNameError (a ConfigError) lists the installed ones
+    spec = cls.kinds.get(kind)
+    if spec is None:
+        raise ConfigError(f"index backend {name!r} has no kind {kind!r}; use one of {', '.join(cls.kinds)}")
+    return spec
+
+
+def holds_float32(backend: str, kind: str, precision: str) -> bool:
+    """Whether the index itself stores every vector at float32 (then the exact-scan copy adds no RAM): its
+    backend's declaration (:attr:`KindSpec.holds_float32`). An unknown backend or kind is assumed not to
+    (the copy is counted: the dearer side)."""
+    if precision != "float32":
+        return False
+    try:
+        return kind_spec(backend, kind).holds_float32
+    except ConfigError:
+        return False

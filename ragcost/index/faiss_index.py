@@ -10,6 +10,7 @@ import numpy as np
 
 from ragcost.config.index import IndexConfig
 from ragcost.errors import ConfigError, DependencyError, RagcostError
+from ragcost.index import sizes
 from ragcost.index.base import NO_ROWS, PRECISIONS, FilteredResult, KindSpec, VectorIndex, index_registry
 from ragcost.index.params import HNSWBuild, HNSWSearch, IVFBuild, IVFPQBuild, IVFSearch, NoParams
 
@@ -26,6 +27,22 @@ def _faiss() -> Any:
     except ImportError as e:  # pragma: no cover - faiss-cpu is a core dependency
         raise DependencyError("backend faiss needs faiss: pip install faiss-cpu (or 'ragcost[gpu]')") from e
     return faiss
+
+
+POINTS_PER_CENTROID = 256  # faiss's own cap when it trains k-means (and PQ codebooks) on more points
+
+
+def training_sample(vectors: np.ndarray, trained: Any, seed: int = 0) -> np.ndarray:
+    """A seeded sample as large as faiss would train on: 256 points per centroid (and per PQ code)."""
+    want = POINTS_PER_CENTROID * int(getattr(trained, "nlist", 1))
+    pq = getattr(trained, "pq", None)
+    if pq is not None:
+        want = max(want, POINTS_PER_CENTROID * (1 << int(pq.nbits)))
+    vectors = np.ascontiguousarray(vectors, np.float32)
+    if len(vectors) <= want:
+        return vectors
+    rows = np.sort(np.random.default_rng(seed).choice(len(vectors), size=want, replace=False))
+    return np.ascontiguousarray(vectors[rows])
 
 
 def auto_nlist(n: int) -> int:
@@ -54,16 +71,21 @@ class FaissIndex(VectorIndex):
 
     backend = "faiss"
     kinds = {
-        "flat": KindSpec(NoParams, NoParams, PRECISIONS),
-        "hnsw": KindSpec(HNSWBuild, HNSWSearch, PRECISIONS),
-        "ivf_flat": KindSpec(IVFBuild, IVFSearch, ("float32", "float16", "int8"), _NO_BINARY_IVF),
+        # Flat storage (flat, hnsw, ivf_flat at float32) keeps every vector as its codes.
+        "flat": KindSpec(NoParams, NoParams, PRECISIONS, holds_float32=True, size=sizes.flat_size),
+        "hnsw": KindSpec(HNSWBuild, HNSWSearch, PRECISIONS, holds_float32=True, size=sizes.faiss_hnsw_size,
+                         size_source="faiss's serialised size (ragcost.index.sizes)"),
+        "ivf_flat": KindSpec(IVFBuild, IVFSearch, ("float32", "float16", "int8"), _NO_BINARY_IVF, holds_float32=True,
+                             size=sizes.ivf_flat_size),
         "ivf_pq": KindSpec(IVFPQBuild, IVFSearch, ("float32",), (
             "PQ is its own compression and takes float32 vectors; use precision: float32 "
-            "(tune build.m/nbits) or kind: ivf_flat for float16/int8")),
+            "(tune build.m/nbits) or kind: ivf_flat for float16/int8"), size=sizes.ivf_pq_size,
+            size_source="bench.plan_ram"),
     }
     devices = ("cpu", "gpu")
     suffix = "faiss"
-    shardable = ("hnsw",)  # IVF kinds are sharded by merging their lists into one (ray_shards)
+    shardable = ("hnsw",)
+    trained_shards = ("ivf_flat", "ivf_pq")  # trained once, shards added on workers, their lists merged into one
 
     def __init__(self, config: IndexConfig, dim: int, precision: str = "float32") -> None:
         super().__init__(config, dim, precision)
@@ -322,6 +344,43 @@ class FaissIndex(VectorIndex):
         if kind in ("ivf_flat", "ivf_pq"):
             return faiss.SearchParametersIVF(nprobe=sp.nprobe, **extra)
         return faiss.SearchParameters(**extra) if sel is not None else None
+
+    # ---- built in shards on a cluster (executor: ray) ------------------------------
+
+    def builds_in_shards(self) -> bool:
+        return super().builds_in_shards() and self.config.device == "cpu" and not self.binary
+
+    def trained_for_shards(self, vectors: np.ndarray) -> tuple[bytes, int]:
+        """The empty IVF index (nlist auto, PQ bits fitted to ``len(vectors)``) trained on a seeded sample as
+        large as faiss itself would train on, serialised; and the sample's size."""
+        faiss = _faiss()
+        self._set_threads(faiss)
+        self.warnings = []
+        trained = self._new_float(faiss, len(vectors))
+        sample = training_sample(vectors, trained)
+        trained.train(sample)
+        return bytes(faiss.serialize_index(trained)), len(sample)
+
+    @staticmethod
+    def add_shard(trained: bytes, vectors: np.ndarray, labels: np.ndarray) -> bytes:
+        faiss = _faiss()
+        index = faiss.deserialize_index(np.frombuffer(trained, dtype=np.uint8))
+        index.add_with_ids(np.ascontiguousarray(vectors, np.float32), np.ascontiguousarray(labels, np.int64))
+        return bytes(faiss.serialize_index(index))
+
+    def adopt_shards(self, trained: bytes, parts: list[bytes]) -> int:
+        """The shards' inverted lists merged into the trained index (labels kept), loaded through :meth:`load`."""
+        import tempfile
+
+        faiss = _faiss()
+        merged = faiss.deserialize_index(np.frombuffer(trained, dtype=np.uint8))
+        for got in parts:
+            merged.merge_from(faiss.deserialize_index(np.frombuffer(got, dtype=np.uint8)), 0)  # 0: keep the labels
+        with tempfile.TemporaryDirectory() as tmp:  # through load: device, caches, sizes
+            path = Path(tmp) / "merged.faiss"
+            faiss.write_index(merged, str(path))
+            self.load(path)
+        return int(merged.ntotal)
 
     # ---- persistence and size ---------------------------------------------------
 

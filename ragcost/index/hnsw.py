@@ -9,6 +9,7 @@ import numpy as np
 
 from ragcost.config.index import IndexConfig
 from ragcost.errors import RagcostError
+from ragcost.index import sizes
 from ragcost.index.base import NO_ROWS, FilteredResult, KindSpec, VectorIndex, index_registry
 from ragcost.index.exact import exact_search
 from ragcost.index.params import HNSWBuild, HNSWSearch
@@ -33,7 +34,9 @@ class HnswlibIndex(VectorIndex):
 
     backend = "hnswlib"
     kinds = {"hnsw": KindSpec(HNSWBuild, HNSWSearch, ("float32",),
-                              "hnswlib stores float32 only; use backend: faiss for float16/int8/binary")}
+                              "hnswlib stores float32 only; use backend: faiss for float16/int8/binary",
+                              holds_float32=True, size=sizes.hnswlib_size,
+                              size_source="bench.plan_ram")}  # its level 0 keeps the vectors
     suffix = "hnsw"
     shardable = ("hnsw",)
 
@@ -172,18 +175,16 @@ class HnswlibIndex(VectorIndex):
         self._top = None
 
     def nbytes(self) -> int:
-        """hnswlib's allocation as loaded (:func:`ragcost.cost.capacity.hnswlib_bytes`, the formula
+        """hnswlib's allocation as loaded (:func:`ragcost.index.sizes.hnswlib_bytes`, the formula
         ``plan`` uses too): its max_elements slots, and the upper levels' link lists measured from
         the serialised size (the file holds level 0, then each element's 4-byte length and links)."""
-        from ragcost.cost.capacity import hnswlib_bytes
-
         n = len(self)
         if n == 0:
             return 0
         m = int(self._index.M)
         level0 = self.dim * 4 + 8 + 4 + 2 * m * 4
         upper = int(self._index.index_file_size()) - _HNSWLIB_HEADER - n * (level0 + 4)
-        return hnswlib_bytes(n, self.dim, m, max_elements=int(self._index.max_elements),
+        return sizes.hnswlib_bytes(n, self.dim, m, max_elements=int(self._index.max_elements),
                              upper_link_bytes=max(upper, 0))
 
     def __len__(self) -> int:

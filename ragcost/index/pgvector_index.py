@@ -24,7 +24,7 @@ import numpy as np
 
 from ragcost.config.index import IndexConfig
 from ragcost.errors import ConfigError, FingerprintError, RagcostError
-from ragcost.index import pg_sql
+from ragcost.index import pg_sql, sizes
 from ragcost.index.base import NO_ROWS, FilteredResult, KindSpec, VectorIndex, index_registry
 from ragcost.index.params import NoParams
 from ragcost.index.pg_params import PgFlatSearch, PgHNSWBuild, PgHNSWSearch, PgIVFBuild, PgIVFSearch, auto_lists
@@ -64,7 +64,8 @@ class PgvectorIndex(VectorIndex):
     backend = "pgvector"
     kinds = {
         "flat": KindSpec(NoParams, PgFlatSearch, _PRECISIONS),
-        "hnsw": KindSpec(PgHNSWBuild, PgHNSWSearch, _PRECISIONS),
+        "hnsw": KindSpec(PgHNSWBuild, PgHNSWSearch, _PRECISIONS, size=sizes.pgvector_hnsw_size,
+                         size_source="bench.plan_ram"),
         "ivf_flat": KindSpec(PgIVFBuild, PgIVFSearch, ("float32", "float16"),
                              "pgvector's ivfflat indexes vector and halfvec; use kind: hnsw or flat for binary"),
     }

@@ -491,11 +491,11 @@ def _build(pipe: Pipeline, index, vectors: np.ndarray, labels: np.ndarray) -> tu
 
     sharded = isinstance(index, ShardedIndex)
     if pipe.config.executor == "ray":
-        from ragcost.runtime.ray_shards import build_graph_shards, build_sharded, ivf_in_shards
+        from ragcost.runtime.ray_shards import build_graph_shards, build_sharded, trains_in_shards
 
         if sharded:
             return build_graph_shards(index, vectors, labels, pipe.config.ray_options)["shards"], True
-        if ivf_in_shards(index):
+        if trains_in_shards(index):
             return build_sharded(index, vectors, labels, pipe.config.ray_options)["shards"], True
     index.build(vectors, labels)
     return (len(index.shards) if sharded else 0), False

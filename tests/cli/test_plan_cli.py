@@ -94,6 +94,21 @@ class TestIndex:
     def test_unknown_kind_and_precision_are_exit_2(self, capsys):
         assert_refused(capsys, [*INDEX, "--kind", "lsh"], "--kind", "'lsh'", "flat, hnsw, ivf_flat, ivf_pq")
         assert_refused(capsys, [*INDEX, "--precision", "int3"], "--precision", "'int3'", "float32, float16")
+        assert_refused(capsys, [*INDEX, "--backend", "annoy"], "--backend", "'annoy'", "faiss")
+        assert_refused(capsys, [*INDEX, "--backend", "hnswlib", "--kind", "flat"], "--kind", "'flat'", "use one of hnsw")
+
+    def test_the_precisions_offered_are_the_ones_sized(self):
+        from ragcost.cost.plan import PRECISIONS
+        from ragcost.index.sizes import PRECISION_BYTES
+
+        assert PRECISIONS == tuple(PRECISION_BYTES)
+
+    def test_another_backend_of_a_kind_is_planned_by_its_own_formula(self, capsys):
+        code, out, err = run(capsys, *INDEX, "--backend", "faiss", "--kind", "hnsw")
+        assert code == 0, err
+        ram, own = index_ram_bytes(1000, 384, "float32", "hnsw", backend="faiss")
+        assert own == int(1000 * (384 * 4 + 12 + 4 * (32 + 16 / 15)))  # faiss's HNSW arrays, not hnswlib's allocation
+        assert ram == own and f"index {own:,} B" in out  # it holds the float32 vectors: no exact-scan copy
 
     def test_index_ram_is_the_storage_formula_and_prints_its_parts(self, capsys):
         code, out, _ = run(capsys, *INDEX, "--kind", "hnsw")
@@ -183,9 +198,17 @@ class TestCorpus:
         code, _, err = run(capsys, *self.CORPUS, "--kind", "hnsw", "--instance", "gpu-h100")
         assert code == 1 and "resources.gpu-h100 has no ram_gib" in err
 
-    def test_corpus_mode_plans_three_kinds_only(self, capsys):
-        code, _, err = run(capsys, *self.CORPUS, "--kind", "flat")
-        assert code == 1 and "corpus mode plans --kind hnsw, ivf_pq, pgvector-hnsw" in err
+    def test_corpus_mode_plans_any_kind_whose_backend_declares_its_size(self, capsys):
+        code, out, err = run(capsys, *self.CORPUS, "--kind", "flat")
+        assert code == 0, err
+        assert "faiss flat" in out and "unchecked here" in out  # no benchmark checks flat's formula: said so
+        code, out, err = run(capsys, *self.CORPUS, "--backend", "faiss", "--kind", "hnsw")
+        assert code == 0 and "faiss hnsw M 16" in out, err
+
+    def test_a_kind_that_declares_no_size_is_one_line_naming_it(self, capsys):
+        code, _, err = run(capsys, *self.CORPUS, "--backend", "pgvector", "--kind", "ivf_flat")
+        assert code == 1 and len(err.strip().splitlines()) == 1
+        assert "'pgvector' kind 'ivf_flat' declares no size formula" in err
 
 
 class TestCorpusInputsThatCannotBe:

@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from ragcost.cost.capacity import (
-    EMBED_PER_SECOND,
-    hnswlib_bytes_per_vector,
-    index_structure_bytes,
-    pgvector_hnsw_bytes_per_vector,
-    plan_corpus,
-)
+from ragcost.cost.capacity import EMBED_PER_SECOND, index_structure_bytes, plan_corpus
 from ragcost.cost.storage import exact_copy_bytes
 from ragcost.errors import ConfigError
+from ragcost.index.sizes import hnswlib_bytes_per_vector, pgvector_hnsw_bytes_per_vector
 
 GIB = 2**30
 
