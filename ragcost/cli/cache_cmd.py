@@ -25,7 +25,7 @@ def _opened(pipeline: Path, stage: str):
     pipe = Pipeline.load(pipeline)
     backend = None
     try:
-        found = next((s for s in pipe.stages() if s.type == "cache" and s.name == stage), None)
+        found = next((s for s in pipe.stages() if hasattr(s, "admin_backend") and s.name == stage), None)
         if found is None:
             raise ConfigError(f"{pipeline}: no cache stage named {stage!r}; add {{type: cache}} before retrieve, or pass --stage")
         backend = found.admin_backend(pipe.config.store_url, pipe.config.name)

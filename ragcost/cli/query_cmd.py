@@ -142,7 +142,7 @@ def _stream_to_terminal(pipe) -> tuple[dict, Any]:
     ``answer: `` is printed with the first text, so a query refused or failed before any text leaves no empty
     ``answer:`` line on stdout; returns ``{"started": bool}``, which says whether any text was streamed, and the
     event handler for the query run (None when the pipeline generates nothing)."""
-    gens = [s for s in pipe.stages() if s.type == "generate"]
+    gens = [s for s in pipe.stages() if s.makes_answer]
     state = {"started": False}
 
     def show(_query, kind: str, text: str) -> None:

@@ -29,10 +29,6 @@ from ragcost.errors import ConfigError
 from ragcost.evaluate.run import DEFAULT_CACHE, ConfigResult, EvalRun, Progress, _noop, _prepare
 from ragcost.evaluate.spec import Candidate, LoadedSpec
 
-OPTIONAL = ("rerank", "guard", "cache", "route")
-NOT_RUN = ("cache", "route")  # named so the refusal can say why; they need generation, which eval does not measure
-
-
 @dataclass
 class StageSpec:
     position: int
@@ -41,20 +37,14 @@ class StageSpec:
     params: Any
 
 
-def label_of(cls: type, params: Any) -> str:
-    """hybrid, rescore, cross-encoder, guard (query: pii, prompt_injection), cache, route."""
-    if getattr(params, "name", None):
-        return params.name
-    if cls.type == "rerank":
-        return params.backend
-    if cls.type == "guard":
-        checks = [c if isinstance(c, str) else c.get("check", "?") for c in params.checks]
-        return f"guard ({params.on}: {', '.join(checks)})"
-    return cls.type
+def label_of(cls: Any, params: Any) -> str:
+    """hybrid, rescore, cross-encoder, guard (query: pii, prompt_injection), cache, route: the stage's own label."""
+    return cls.label(params)
 
 
-def optional_stages(specs: list[tuple[type, Any]]) -> list[StageSpec]:
-    return [StageSpec(i, label_of(cls, p), cls, p) for i, (cls, p) in enumerate(specs) if cls.type in OPTIONAL]
+def optional_stages(specs: list[tuple[Any, Any]]) -> list[StageSpec]:
+    """The stages the pipeline answers without (``Stage.optional``): each one ablation leaves out."""
+    return [StageSpec(i, label_of(cls, p), cls, p) for i, (cls, p) in enumerate(specs) if cls.optional]
 
 
 def run_ablation(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Progress = _noop,
@@ -72,15 +62,14 @@ def run_ablation(ls: LoadedSpec, cache_dir: Path = DEFAULT_CACHE, progress: Prog
     try:
         specs = list(pipe.loaded.stage_specs)
         names = ", ".join(cls.type for cls, _ in specs) or "none"
-        retrieve = next((i for i, (cls, _) in enumerate(specs) if cls.type == "retrieve"), None)
+        retrieve = next((i for i, (cls, _) in enumerate(specs) if cls.fetches_hits), None)
         if retrieve is None:
             raise ConfigError(f"--ablate: {ls.pipeline_path}: the pipeline has no retrieve stage to evaluate (stages: {names})")
         optional = optional_stages(specs)
-        unrun = [o for o in optional if o.cls.type in NOT_RUN]
+        unrun = [o for o in optional if o.cls.eval_skips]
         if unrun:
             raise ConfigError(f"--ablate: {ls.pipeline_path}: stage {unrun[0].label!r}: eval does not run a {unrun[0].cls.type} "
-                              "stage yet (it needs the generate stage and the cache_write after it, which eval does not "
-                              "measure); ablate a copy of the pipeline without it")
+                              f"stage yet ({unrun[0].cls.eval_skips}); ablate a copy of the pipeline without it")
         if not optional:
             raise ConfigError(f"--ablate: {ls.pipeline_path}: no optional stage to remove (stages: {names}); add a "
                               "rerank (e.g. {type: rerank, backend: hybrid}), guard, cache or route stage, or drop --ablate")

@@ -45,8 +45,11 @@ def too_few(n: int) -> str:
             "(point estimates only); evaluate on more judged queries (drop --max-queries)")
 
 
+SEARCH_ROW = "retrieve"  # eval's stage row of the index search (its $ is what timing noise moves)
+
+
 def _search_usd(r: Any) -> float:
-    return sum(s["usd"] for s in r.stages if s["stage"] == "retrieve")
+    return sum(s["usd"] for s in r.stages if s["stage"] == SEARCH_ROW)
 
 
 def noise_rel(r: Any) -> float:
@@ -195,7 +198,7 @@ def _row_noise(row: dict) -> float:
     import json
 
     stages = json.loads(row["stages"]) if row.get("stages") else []
-    search = sum(s["usd"] for s in stages if s["stage"] == "retrieve")
+    search = sum(s["usd"] for s in stages if s["stage"] == SEARCH_ROW)
     total = row.get("total_usd") or 0.0
     return (row.get("timing_noise") or 0.0) * search / total if total > 0 else 0.0
 

@@ -73,7 +73,7 @@ def dense_docs(pipe: Any, questions: list[Labelled]) -> list[list[str]]:
     """The documents of the pipeline's embed + retrieve stages alone (plain dense retrieval), best first."""
     from ragcost.records import QueryState
 
-    stages = [s for s in pipe.stages() if s.type in ("embed", "retrieve")]
+    stages = [s for s in pipe.stages() if s.embeds_queries or s.fetches_hits]
     states = [QueryState(text=q.text, id=q.id, k=_k(pipe)) for q in questions]
     for st in stages:
         st.warm_up()
@@ -85,8 +85,8 @@ def dense_docs(pipe: Any, questions: list[Labelled]) -> list[list[str]]:
 
 def _k(pipe: Any) -> int:
     for st in pipe.stages():
-        if st.type == "retrieve":
-            return st.params.k
+        if st.fetches_hits:
+            return st.final_k(st.params)
     return 10
 
 

@@ -511,7 +511,9 @@ class _Evaluator:
         if served is not None:
             records = [embed, *served.records]  # the embed priced by the query set's one measurement (evaluate.served)
         else:
-            records = [embed, UsageRecord(stage="retrieve", resource=self.pipe.config.resource, wall_seconds=float(search_lat.sum()),
+            from ragcost.evaluate.intervals import SEARCH_ROW
+
+            records = [embed, UsageRecord(stage=SEARCH_ROW, resource=self.pipe.config.resource, wall_seconds=float(search_lat.sum()),
                                           items=nq, cpu_seconds=float(search_cpu.sum())), *extra_records]
         r.index_bytes = int(index.nbytes())
         n = len(self.corpus.labels)

@@ -46,10 +46,6 @@ import numpy as np
 from ragcost.records import QueryState, UsageRecord
 
 EMBED = "embed"
-NOT_RUN = {"cache": "a cache's hits depend on repeated traffic eval does not replay",
-           "route": "a route picks a generate target eval does not judge"}
-
-
 @dataclass
 class Served:
     """One configuration's query path after the embedding, per query in the run's order."""
@@ -69,19 +65,19 @@ def stage_list(ev: Any, c: Any, extra: Any) -> tuple[list[tuple[type, Any]], lis
     from ragcost.stages.base import stage_registry
 
     specs = list(ev.pipe.loaded.stage_specs)
-    skipped = [f"{cls.type}: {NOT_RUN[cls.type]}" for cls, _ in specs if cls.type in NOT_RUN]
-    specs = [(cls, p) for cls, p in specs if cls.type not in NOT_RUN]
+    skipped = [f"{cls.type}: {cls.eval_skips}" for cls, _ in specs if cls.eval_skips]
+    specs = [(cls, p) for cls, p in specs if not cls.eval_skips]
     if extra:  # the grid entry's re-rank in place of the pipeline's
-        at = next((i for i, (cls, _) in enumerate(specs) if cls.type == "rerank"), None)
-        specs = [(cls, p) for cls, p in specs if cls.type != "rerank"]
+        at = next((i for i, (cls, _) in enumerate(specs) if cls.reorders_hits), None)
+        specs = [(cls, p) for cls, p in specs if not cls.reorders_hits]
         if at is None:
-            at = next((i + 1 for i, (cls, _) in enumerate(specs) if cls.type == "retrieve"), len(specs))
+            at = next((i + 1 for i, (cls, _) in enumerate(specs) if cls.fetches_hits), len(specs))
         specs.insert(at, extra)
-    if not any(cls.type == "retrieve" for cls, _ in specs):
+    if not any(cls.fetches_hits for cls, _ in specs):
         cls = stage_registry.get("retrieve")
         specs.insert(0, (cls, cls.Params(k=max(ev.spec.k))))
     if extra and c.candidates:  # the entry re-ranks this many retrieved documents: served, the retrieve stage fetches them
-        specs = [(cls, p.model_copy(update={"k": c.candidates}) if cls.type == "retrieve" else p) for cls, p in specs]
+        specs = [(cls, p.model_copy(update={"k": c.candidates}) if cls.fetches_hits else p) for cls, p in specs]
     return specs, skipped
 
 
@@ -110,7 +106,7 @@ def measure(ev: Any, c: Any, index: Any, extra: Any, batch: int) -> Served:
         built.append(st)
     runner = Runner(built, ev.book)
     scratch = _ScratchLedger(ev.book)
-    k = next((p.k for cls, p in specs if cls.type == "retrieve"), max(ev.spec.k))
+    k = next((cls.final_k(p) for cls, p in specs if cls.fetches_hits), max(ev.spec.k))
     resource = ev.pipe.config.resource
     METER.own_thread()  # the thread that runs the queries: its CPU between calls is the overhead row's
 

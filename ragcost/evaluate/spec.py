@@ -217,12 +217,15 @@ def _rerank_stage(ls: LoadedSpec, i: int, params: dict[str, Any]) -> tuple[type,
         import ragcost.stages.rerank  # noqa: F401  (the rerank backends, when this install has them)
     except ImportError:
         pass
-    if "rerank" not in stage_registry:
+    from ragcost.errors import UnknownNameError
+
+    try:
+        cls = stage_registry.get("rerank")
+    except UnknownNameError:
         raise ConfigError(
             f"{ls.where('grid', i, 'rerank')}: grid.{i}.rerank: no stage type 'rerank' is registered "
             f"(known: {', '.join(stage_registry.names()) or 'none'}); this install has no ragcost.stages.rerank; "
-            "remove rerank: from the grid or update ragcost")
-    cls = stage_registry.get("rerank")
+            "remove rerank: from the grid or update ragcost") from None
     fields = cls.Params.model_fields
     if "type" in params and "type" not in fields and "backend" in fields:
         # `rerank: {type: rescore}` names the backend, as the stage's own `backend:` does

@@ -33,6 +33,9 @@ from ragcost.runtime.pipeline import Pipeline
 OnEvent = Callable[[QueryState, str, str], None]
 
 
+_ROW_FIELDS = frozenset({"route"})  # route fields the row above already has
+
+
 @dataclass
 class Answer:
     """One answered (or failed) query: results, answer, and the ledger rows that price it."""
@@ -81,7 +84,7 @@ class Answer:
                 "retrieved": len(self.hits), "error": self.error, "outcome": self.outcome,
                 "outcome_stage": self.outcome_stage, "route": self.route, "tenant": self.tenant, "cache": self.cache,
                 "user_label": self.user, "partial": self.partial,
-                **{k: v for k, v in self.route_fields.items() if k != "route"}}
+                **{k: v for k, v in self.route_fields.items() if k not in _ROW_FIELDS}}
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -142,7 +145,7 @@ class Session:
         self.life_id: Optional[str] = None
         self.beat_every_s = HEARTBEAT_S if beat_every_s is None else beat_every_s
         self._beat_at = 0.0
-        self._gens = [s for s in self.pipe.stages() if s.type == "generate"]
+        self._gens = [s for s in self.pipe.stages() if s.makes_answer]
         self._storage: Optional[tuple[int, int]] = None
         self._warm = False
         self._checked: set[str] = set()  # filters already compiled against the declared fields
@@ -398,7 +401,7 @@ def _stage_models(pipe: Pipeline) -> dict[str, str]:
     out: dict[str, str] = {}
     for st in pipe.stages():
         params = getattr(st, "params", None)
-        model = pipe.config.embed.model if st.type == "embed" else (
+        model = pipe.config.embed.model if st.embeds_queries else (
             getattr(params, "model", None) or (getattr(params, "model_extra", None) or {}).get("model"))
         if isinstance(model, str) and model:
             out[st.name] = model

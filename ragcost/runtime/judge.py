@@ -22,11 +22,10 @@ def final_k(specs: list) -> int:
     """Documents in the final context: the retrieve stage's k, cut by a later re-rank's top_n."""
     k = 10
     for cls, params in specs:
-        if cls.type == "retrieve":
-            k = params.k
-        top_n = getattr(params, "top_n", None) if cls.type == "rerank" else None
-        if isinstance(top_n, int):
-            k = min(k, top_n)
+        cut = cls.final_k(params)
+        if cut is None:
+            continue
+        k = cut if cls.fetches_hits else min(k, cut)
     return k
 
 
@@ -41,7 +40,7 @@ def scoring_of(params: Any) -> dict[str, Any]:
 def pipeline_fingerprint(pipe: Any) -> dict[str, Any]:
     """What the pipeline would need a calibration to have been fit on (the eval side builds the same)."""
     cfg, ic = pipe.config, pipe.index_config
-    scoring = [scoring_of(params) for cls, params in pipe.loaded.stage_specs if cls.type == "rerank"]
+    scoring = [scoring_of(params) for cls, params in pipe.loaded.stage_specs if cls.reorders_hits]
     return fingerprint_of(cfg.embed.model, pipe.embedder.fingerprint(), pipe.dim, cfg.embed.precision, pipe._chunking_made_by(),
                           ic.backend, ic.kind, ic.build, ic.search, scoring, final_k(pipe.loaded.stage_specs))
 
@@ -90,13 +89,7 @@ def grounded_ran(pipe: Any, s: QueryState) -> bool:
     """A grounded check on the answer is in the chain and the query reached it (not answered early by a cache)."""
     if s.outcome == "finished":
         return False
-    for cls, params in pipe.loaded.stage_specs:
-        if cls.type == "guard" and getattr(params, "on", None) == "answer":
-            for c in getattr(params, "checks", []) or []:
-                name = c if isinstance(c, str) else (c.get("check") if isinstance(c, dict) else getattr(c, "check", None))
-                if name == "grounded":
-                    return True
-    return False
+    return any("grounded" in cls.answer_checks(params) for cls, params in pipe.loaded.stage_specs)
 
 
 def _unsupported_spans(s: QueryState) -> list[tuple[int, int]]:

@@ -163,7 +163,7 @@ def _check_useful(lp: LoadedPipeline, specs: list[tuple[type[Stage], StageParams
             raise ConfigError(f"{lp.where(['useful', 'judge'])}: useful.judge: calibrated: {e}") from None
         return
     if u.judge == "cited":
-        if not any(cls.type == "generate" for cls, _ in specs):
+        if not any(cls.makes_answer for cls, _ in specs):
             raise ConfigError(f"{lp.where(['useful', 'judge'])}: useful.judge: cited counts documents the answer cites, "
                               "but this pipeline has no generate stage; add one, or use judge: score")
         return
@@ -194,7 +194,7 @@ def _check_placement(lp: LoadedPipeline, specs: list[tuple[type[Stage], StagePar
         if types.count(cls.type) > 1 and types.index(cls.type) != i:
             raise ConfigError(f"{lp.where(['stages', i, 'type'])}: stages.{i}: a second {cls.type!r} stage; "
                               f"a pipeline has at most one, remove this one")
-        if "generate" in types[:i]:
+        if any(c.makes_answer for c, _ in specs[:i]):
             raise ConfigError(f"{lp.where(['stages', i, 'type'])}: stages.{i}: {cls.type!r} after generate cannot "
                               "save anything (the answer was already paid for); move it before retrieve/generate")
 
@@ -204,7 +204,7 @@ def _check_routes(lp: LoadedPipeline, specs: list[tuple[type[Stage], StageParams
     an ``escalate_to`` or a stage's ``target`` uses must be one, and escalation only goes forward."""
     from ragcost.stages.route import Route
 
-    gens = {p.target: i for i, (cls, p) in enumerate(specs) if cls.type == "generate" and p.target}
+    gens = {p.target: i for i, (cls, p) in enumerate(specs) if cls.makes_answer and p.target}
     routes = [i for i, (cls, _) in enumerate(specs) if cls is Route or issubclass(cls, Route)]
     known = ", ".join(gens) or "(none: give generate stages a target: label)"
     for i, (cls, p) in enumerate(specs):

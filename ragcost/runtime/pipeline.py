@@ -321,7 +321,7 @@ class Pipeline:
 
             stages: list[Stage] = [EmbedQueries(EmbedQueries.Params(resource=self.config.embed.resource), self)]
             stages += [cls(params, self) for cls, params in self.loaded.stage_specs]
-            reranks = [st for st in stages if st.type == "rerank"]
+            reranks = [st for st in stages if st.reorders_hits]
             for st in reranks[:-1]:
                 st.final = False  # a requested k is cut by the last re-rank only; earlier ones keep at least k
             self._stages = stages
@@ -333,11 +333,11 @@ class Pipeline:
         a re-rank after the retrieve: retrieve fetches at least its own k (the re-rank's candidates are the pipeline's,
         so the results are the first k of what a larger k would give) and the last re-rank keeps exactly k."""
         specs = self.loaded.stage_specs
-        at = next((i for i, (cls, _) in enumerate(specs) if cls.type == "retrieve"), None)
-        own = specs[at][1].k if at is not None else 10
+        at = next((i for i, (cls, _) in enumerate(specs) if cls.fetches_hits), None)
+        own = specs[at][0].final_k(specs[at][1]) if at is not None else 10
         if k is None:
             return own, None
-        if at is None or not any(cls.type == "rerank" for cls, _ in specs[at + 1:]):
+        if at is None or not any(cls.reorders_hits for cls, _ in specs[at + 1:]):
             return k, None
         return max(k, own), k
 

@@ -45,18 +45,12 @@ class SentenceGate:
     @classmethod
     def of(cls, pipe) -> Optional["SentenceGate"]:
         """A gate for ``pipe``'s blocking answer checks; None when the stream must be held whole (or need not be held)."""
-        checks = []
+        checks: list[Any] = []
         for st in pipe.stages():
-            if st.type != "guard" or st.params.on != "answer":
-                continue
-            if st.params.escalate_to:
+            got = st.sentence_checks()
+            if got is None:
                 return None
-            for guard, policy in st.checks:
-                if policy == "flag":
-                    continue
-                if policy != "block" or not getattr(guard, "per_sentence", False):
-                    return None
-                checks.append(guard)
+            checks += got
         return cls(checks) if checks else None
 
     def event(self, s: QueryState, kind: str, payload: str) -> list[str]:

@@ -29,7 +29,7 @@ class Capabilities:
 
     @classmethod
     def of(cls, pipe: Any) -> "Capabilities":
-        gens = [g for s in pipe.stages() if s.type == "generate" for g in s.generators]
+        gens = [g for s in pipe.stages() if s.makes_answer for g in s.generators]
         names = tuple(sorted({g.params.backend for g in gens}))
         every = CLIPPED | SAMPLING | frozenset(NEUTRAL)
         if not gens:  # no answer to change

@@ -100,7 +100,7 @@ class Service:
     def _measure(self) -> None:
         """Seed admission's service model: a batch of 1, then one of ``serve.warmup_queries``, timed, recorded nowhere."""
         n = min(self.config.warmup_queries, self.batcher.max_batch)
-        if n < 1 or any(st.type.startswith("cache") for st in self.session.pipe.stages()):
+        if n < 1 or any(st.remembers_queries for st in self.session.pipe.stages()):
             return
         from ragcost.runtime.cpu import METER
 
@@ -197,8 +197,4 @@ def holds_answers(pipe) -> bool:
 
     Streaming the pieces as they come would let a blocked (or redacted) answer's text out before
     the guard ran; a guard that only flags changes nothing, so its pipeline streams freely."""
-    for st in pipe.stages():
-        if st.type == "guard" and st.params.on == "answer":
-            if st.params.escalate_to or any(policy != "flag" for _, policy in st.checks):
-                return True
-    return False
+    return any(st.holds_answer() for st in pipe.stages())

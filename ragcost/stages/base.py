@@ -57,10 +57,44 @@ class Stage(ABC):
     # useful-document judge checks its threshold against the last scoring stage's scale.
     score_scale: ClassVar[Optional[ScoreScale]] = None
 
+    # ---- what the stage can do: declared, so the runtime, serve, eval and the CLI never compare type
+    # strings (a plugin's stage opts in by setting them; tests/test_capabilities.py holds the rule) ----
+    embeds_queries: ClassVar[bool] = False  # turns the query text into its vector (the implicit first stage)
+    fetches_hits: ClassVar[bool] = False  # fills the hits from the index; a re-ranker after it widens its k
+    reorders_hits: ClassVar[bool] = False  # re-ranks the hits fetched before it, keeping ``final_k`` of them
+    makes_answer: ClassVar[bool] = False  # generates the answer (streams it; has ``generators``)
+    remembers_queries: ClassVar[bool] = False  # keeps state across queries (a cache): warm-up queries would change it
+    optional: ClassVar[bool] = False  # the pipeline answers without it: ``eval --ablate`` measures what it buys
+    eval_skips: ClassVar[Optional[str]] = None  # why eval does not run it (its effect needs traffic or generation)
+
     @classmethod
     def scale_of(cls, params: StageParams) -> Optional[ScoreScale]:
         """The scale of the scores this stage (with these params) gives; None when it does not score."""
         return cls.score_scale
+
+    @classmethod
+    def final_k(cls, params: StageParams) -> Optional[int]:
+        """How many hits the stage leaves (retrieve: its k; a re-rank: its top_n); None when it does not cut them."""
+        return None
+
+    @classmethod
+    def answer_checks(cls, params: StageParams) -> list[str]:
+        """The names of the checks it runs on the answer (a guard on: answer); none for most stages."""
+        return []
+
+    @classmethod
+    def label(cls, params: StageParams) -> str:
+        """What reports call the stage: its name, else what it is (a re-ranker's backend, a guard's checks)."""
+        return getattr(params, "name", None) or cls.type
+
+    def holds_answer(self) -> bool:
+        """Whether it may block or rewrite the answer after it is made: a stream is held until the answer passed."""
+        return False
+
+    def sentence_checks(self) -> Optional[list]:
+        """The checks a held stream may release a sentence at a time (each passed sentence sent at once); None when
+        the stream must be held whole. Most stages check nothing: []."""
+        return []
 
     def __init__(self, params: StageParams, ctx: StageContext) -> None:
         self.params = params

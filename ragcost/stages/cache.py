@@ -212,6 +212,9 @@ class Cache(Stage):
     type = "cache"
     Params = CacheParams
     placement = "before-generate"
+    remembers_queries = True
+    optional = True
+    eval_skips = "a cache's hits depend on repeated traffic eval does not replay"
 
     def warm_up(self) -> None:
         if getattr(self, "handle", None) is not None:
@@ -468,6 +471,7 @@ class CacheWriteParams(StageParams):
 class CacheWrite(Stage):
     type = "cache_write"
     Params = CacheWriteParams
+    remembers_queries = True
 
     def warm_up(self) -> None:
         handle = _HANDLES.get(self.ctx, {}).get(self.params.cache)

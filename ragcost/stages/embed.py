@@ -15,6 +15,7 @@ from ragcost.stages.base import Stage
 
 class EmbedQueries(Stage):
     type = "embed"
+    embeds_queries = True
 
     def warm_up(self) -> None:
         emb = self.ctx.embedder

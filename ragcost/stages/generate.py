@@ -53,6 +53,7 @@ class GenerateParams(StageParams, BackendParams):
 class Generate(Stage):
     type = "generate"
     Params = GenerateParams
+    makes_answer = True
 
     def __init__(self, params: GenerateParams, ctx) -> None:
         super().__init__(params, ctx)

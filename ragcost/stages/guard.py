@@ -80,6 +80,41 @@ def build_check(spec: Union[str, dict[str, Any]], stage: GuardStageParams, ctx=N
 class GuardStage(Stage):
     type = "guard"
     Params = GuardStageParams
+    optional = True
+
+    @classmethod
+    def answer_checks(cls, params: GuardStageParams) -> list[str]:
+        if params.on != "answer":
+            return []
+        return [c if isinstance(c, str) else (c.get("check") if isinstance(c, dict) else getattr(c, "check", None))
+                for c in params.checks or []]
+
+    @classmethod
+    def label(cls, params: GuardStageParams) -> str:
+        if params.name:
+            return params.name
+        checks = [c if isinstance(c, str) else c.get("check", "?") for c in params.checks]
+        return f"guard ({params.on}: {', '.join(checks)})"
+
+    def holds_answer(self) -> bool:
+        """On the answer, a check that may block or rewrite it (or an escalation): not one that only flags."""
+        return self.params.on == "answer" and bool(
+            self.params.escalate_to or any(policy != "flag" for _, policy in self.checks))
+
+    def sentence_checks(self) -> Optional[list]:
+        """Its blocking checks on the answer that judge a sentence at a time; None when one cannot (or it escalates)."""
+        if self.params.on != "answer":
+            return []
+        if self.params.escalate_to:
+            return None
+        out = []
+        for guard, policy in self.checks:
+            if policy == "flag":
+                continue
+            if policy != "block" or not getattr(guard, "per_sentence", False):
+                return None
+            out.append(guard)
+        return out
 
     def __init__(self, params: GuardStageParams, ctx) -> None:
         super().__init__(params, ctx)

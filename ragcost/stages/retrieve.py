@@ -125,6 +125,11 @@ class Retrieve(Stage):
     type = "retrieve"
     Params = RetrieveParams
     score_scale = COSINE
+    fetches_hits = True
+
+    @classmethod
+    def final_k(cls, params: RetrieveParams) -> Optional[int]:
+        return params.k
 
     def __init__(self, params: StageParams, ctx) -> None:
         super().__init__(params, ctx)

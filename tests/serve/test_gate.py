@@ -51,8 +51,12 @@ def test_the_last_sentence_waits_and_a_retry_holds_the_rest():
 def test_a_guard_that_redacts_or_is_not_per_sentence_holds_the_stream_whole():
     class Pipe:
         def __init__(self, checks, escalate_to=None):
-            params = type("P", (), {"on": "answer", "escalate_to": escalate_to})()
-            self._st = [type("S", (), {"type": "guard", "params": params, "checks": checks})()]
+            from ragcost.stages.guard import GuardStage
+
+            st = object.__new__(GuardStage)  # the stage's own rule, without building its checks from YAML
+            st.params = type("P", (), {"on": "answer", "escalate_to": escalate_to})()
+            st.checks = checks
+            self._st = [st]
 
         def stages(self):
             return self._st

@@ -59,6 +59,17 @@ class RerankParams(StageParams):
 class Rerank(Stage):
     type = "rerank"
     Params = RerankParams
+    reorders_hits = True
+    optional = True
+
+    @classmethod
+    def final_k(cls, params: RerankParams) -> Optional[int]:
+        top_n = getattr(params, "top_n", None)
+        return top_n if isinstance(top_n, int) else None
+
+    @classmethod
+    def label(cls, params: RerankParams) -> str:
+        return params.name or params.backend
 
     def __init__(self, params: RerankParams, ctx) -> None:
         super().__init__(params, ctx)

@@ -53,6 +53,8 @@ class Route(Stage):
     type = "route"
     Params = RouteParams
     placement = "before-generate"
+    optional = True
+    eval_skips = "a route picks a generate target eval does not judge"
 
     def __init__(self, params: RouteParams, ctx) -> None:
         super().__init__(params, ctx)
