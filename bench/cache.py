@@ -126,7 +126,7 @@ def replay(corpus: str, rows: list[dict], cache_params: Optional[dict] = None, c
         served = made_by.get(s.cache["entry"]) if s.cache else None
         out.append({**r, "cache": s.cache, "served_by": served and served["id"],
                     "false": bool(s.cache) and (served is None or served["group"] != r["group"] or served["tenant"] != r["tenant"]),
-                    "refused": [x["family"] for x in (s.notes.get("cache") or {}).get("refused", [])],
+                    "refused": [x["family"] for x in (s.cache_trip or {}).get("refused", [])],
                     "hits": [{"doc_id": x.doc_id, "title": x.title} for x in s.hits[:2]],
                     "ms": (walls.get("cache", 0.0) if s.cache else sum(w for st, w in walls.items() if st != "embed")) * 1000})
     pipe.close()

@@ -158,7 +158,7 @@ def bench_index(name: str, args, queries, qcl, tags) -> dict[str, Any]:
                 lat[strat][i] = t[0]
                 found[strat][i] = C.hit_labels(st, k)[0]
                 if strat == "auto":
-                    used[st[0].notes["strategy"]] = used.get(st[0].notes["strategy"], 0) + 1
+                    used[st[0].strategy] = used.get(st[0].strategy, 0) + 1
         for s in lat:
             res[s] = summarise(lat[s], found[s], truth, k)
         res["auto"]["strategies"] = used

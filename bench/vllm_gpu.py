@@ -106,12 +106,12 @@ def through_ragcost(base_url: str, model: str, n: int, max_tokens: int, concurre
     stage.run(batch, rec)
     wall = time.perf_counter() - t0
     recs = [r for s in batch for r in s.usage]  # the attempts, then each query's generate/overhead share
-    attempts = [r for r in recs if "e2e_s" in r.notes]
+    attempts = [r for r in recs if r.operation is not None]
     ok = [r for r in attempts if not r.failures]
     from ragcost.cost.compute import cost_of
 
-    out = _summary([r.notes["ttft_s"] for r in ok if r.notes["ttft_s"]], [r.notes["tpot_s"] for r in ok if r.notes["tpot_s"]],
-                   [r.notes["e2e_s"] for r in ok], sum(r.output_tokens or 0 for r in ok), wall, len(ok), n)
+    out = _summary([r.ttft_s for r in ok if r.ttft_s], [r.tpot_s for r in ok if r.tpot_s],
+                   [r.e2e_s for r in ok], sum(r.output_tokens or 0 for r in ok), wall, len(ok), n)
     usd = sum(cost_of(r, book) for r in recs)
     out.update(usd=usd, usd_per_request=usd / max(len(ok), 1), busy_s=sum({r.call_id: r.wall_seconds for r in attempts}.values()) if attempts else None)
     return out, prompts

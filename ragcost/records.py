@@ -64,7 +64,17 @@ class UsageRecord:
     tokens_estimated: bool = False  # the token counts were counted or estimated here, not reported by the server
     # The Ray node (its IP) the call ran on -- a shard actor's; None = this process.
     node: Optional[str] = None
-    notes: dict[str, Any] = field(default_factory=dict)
+    # Facts a stage reports for the runner, the reports and the spans (declared, never read from ``notes``):
+    work: Optional[dict[str, float]] = None  # query id -> units of work it made this batch call do: the time is split by them
+    query_tokens: Optional[dict[str, int]] = None  # query id -> its own input tokens in this batch call
+    remote: list["UsageRecord"] = field(default_factory=list)  # work done on other machines (shard actors), priced beside
+    strategies: Optional[dict[str, int]] = None  # retrieve: queries each search strategy served (exact, native ...)
+    model: Optional[str] = None  # a generate attempt's served model
+    operation: Optional[str] = None  # a generate attempt's API: chat or text_completion
+    ttft_s: Optional[float] = None  # a generate attempt's time to first token,
+    tpot_s: Optional[float] = None  # time per output token
+    e2e_s: Optional[float] = None  # and end-to-end time (its own request, not the busy period it shared)
+    notes: dict[str, Any] = field(default_factory=dict)  # what the stage reports for people (summed per stage in reports)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -184,7 +194,16 @@ class QueryState:
         self._ranked: Any = None  # (block, row): results not yet turned into Hit objects
         self.answer = answer
         self.citations: list[str] = [] if citations is None else citations
-        self.notes: dict[str, Any] = {} if notes is None else notes  # per-query facts a stage reports
+        self.notes: dict[str, Any] = {} if notes is None else notes  # facts a stage keeps for itself (shown, never read elsewhere)
+        # Facts one stage reports and others read, declared (``facts()`` shows them under their old note names):
+        self.generation: dict[str, Any] = {}  # the generate stage's: finish_reason, abstained, unknown_terms, ...
+        self.strategy: Optional[str] = None  # how retrieval (or a cache hit) found the hits
+        self.matches: Optional[int] = None  # chunks a metadata filter allowed
+        self.partial: Optional[dict[str, Any]] = None  # shards that did not answer: {"missing_shards": [...], "shards": n}
+        self.findings: list[dict[str, Any]] = []  # what guard checks found (each with its check, policy, on)
+        self.decision: dict[str, Any] = {}  # the route stage's: router, target, score, reason; escalations
+        self.cache_trip: Optional[dict[str, Any]] = None  # the cache stage's lookup: scope, key, candidate, refused
+        self.truncated: Optional[str] = None  # the embedder read only the query's first tokens: says how many
         self.route: Optional[str] = None
         self.routes: list[str] = []
         self.cache: Optional[dict[str, Any]] = None  # a cache hit: {"tier": exact|semantic, "entry": id, "similarity": x}
@@ -201,7 +220,7 @@ class QueryState:
         ``correct`` what the check found. ``stage`` and ``write_stages`` name the cache's own stages.
         None when the query met no cache stage.
         """
-        seen = self.notes.get("cache")
+        seen = self.cache_trip
         if not isinstance(seen, dict) or "stage" not in seen:
             return dict(self.cache) if self.cache else None
         cand = seen.get("candidate") or {}
@@ -272,20 +291,27 @@ class QueryState:
 
     def escalate(self, stage: str, target: str, why: str) -> None:
         """The current target could not answer well (it failed, or a guard flagged its answer): go on
-        down ``target``, forgetting the answer. ``notes["route"]["escalations"]`` keeps each step and why."""
-        note = self.notes.setdefault("route", {})
-        note.setdefault("escalations", []).append({"from": self.route, "to": target, "stage": stage, "why": why})
+        down ``target``, forgetting the answer. ``decision["escalations"]`` keeps each step and why."""
+        self.decision.setdefault("escalations", []).append({"from": self.route, "to": target, "stage": stage, "why": why})
         self.answer, self.citations = None, []
         self.branch(stage, target)
 
     def route_fields(self) -> dict[str, Any]:
         """The ledger's route columns: final target, the path (``small>large`` after an escalation), score, reason."""
-        note = self.notes.get("route") or {}
+        note = self.decision
         reason = note.get("reason")
         for e in note.get("escalations", []):
             reason = f"{reason}; escalated {e['from']}>{e['to']}: {e['why']}" if reason else f"escalated {e['from']}>{e['to']}: {e['why']}"
         return {"route": self.route, "route_path": ">".join(self.routes) or None,
                 "route_score": note.get("score"), "route_reason": reason}
+
+    def facts(self) -> dict[str, Any]:
+        """Everything the stages reported about this query, for people and JSON: the stages' own notes and the
+        declared facts under their names (generation, strategy, matches, partial, guard, route, cache)."""
+        declared = {"generation": self.generation or None, "strategy": self.strategy, "matches": self.matches,
+                    "partial": self.partial, "guard": self.findings or None, "route": self.decision or None,
+                    "cache": self.cache_trip, "truncated": self.truncated}
+        return {**self.notes, **{k: v for k, v in declared.items() if v is not None}}
 
     # ---- hits ------------------------------------------------------------------------------
     @property

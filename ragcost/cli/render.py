@@ -39,9 +39,8 @@ def print_results(run: QueryRun, show_hits: bool = True, streamed: bool = False)
     console = Console()
     if show_hits:
         for s in run.states:
-            for note in ("truncated",):
-                if note in s.notes:
-                    console.print(Text.assemble(("note: ", "yellow"), plain(s.notes[note])))
+            if s.truncated:
+                console.print(Text.assemble(("note: ", "yellow"), plain(s.truncated)))
             t = Table(title=plain(s.text), title_justify="left", show_lines=False)
             t.add_column("#", justify="right")
             t.add_column("title")
@@ -50,10 +49,10 @@ def print_results(run: QueryRun, show_hits: bool = True, streamed: bool = False)
             for i, h in enumerate(s.hits, 1):
                 t.add_row(str(i), plain(h.title or h.doc_id), f"{h.score:.3f}", plain(_snippet(terminal_safe(h.passage))))
             console.print(t)
-            extra = f", {s.notes['matches']} chunks match the filter" if "matches" in s.notes else ""
-            console.print(plain(f"retrieval strategy: {s.notes.get('strategy', '-')}{extra}; {len(s.hits)} results"))
-            if s.notes.get("partial"):
-                p = s.notes["partial"]
+            extra = f", {s.matches} chunks match the filter" if s.matches is not None else ""
+            console.print(plain(f"retrieval strategy: {s.strategy or '-'}{extra}; {len(s.hits)} results"))
+            if s.partial:
+                p = s.partial
                 console.print(Text.assemble(("partial: ", "red"), plain(f"shard(s) {p['missing_shards']} of {p['shards']} "
                                             "did not answer; these results are from the others")))
             if s.routes:  # a route stage chose the generate target: say which, and why
@@ -129,18 +128,18 @@ def results_json(run: QueryRun) -> dict[str, Any]:
             {
                 "id": s.id,
                 "text": s.text,
-                "strategy": s.notes.get("strategy"),
-                "matches": s.notes.get("matches"),
-                "partial": s.notes.get("partial"),
+                "strategy": s.strategy,
+                "matches": s.matches,
+                "partial": s.partial,
                 "cache": s.cache_view(),
-                "notes": {k: v for k, v in s.notes.items() if k not in ("strategy", "matches")},
+                "notes": {k: v for k, v in s.facts().items() if k not in ("strategy", "matches")},
                 "answer": s.answer,
                 "citations": s.citations,
                 "error": s.error,
                 "latency_ms": round(run.latency_s(s) * 1000, 3),
                 "useful": n_useful,
                 "useful_judge": run.judge,
-                "abstained": bool((s.notes.get("generation") or {}).get("abstained")) if isinstance(s.notes.get("generation"), dict) else False,
+                "abstained": bool(s.generation.get("abstained")),
                 "hits": [{"doc_id": h.doc_id, "title": h.title, "score": h.score, "chunk_no": h.chunk_no, "text": h.text, "metadata": h.metadata} for h in s.hits],
             }
             for s, n_useful in zip(run.states, run.useful or [0] * len(run.states))

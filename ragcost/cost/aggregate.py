@@ -95,17 +95,20 @@ class StageAgg:
             self._call_ids.add(call_id)
         self.walls.append(seconds)
 
-    def add_notes(self, notes: Mapping[str, Any], sample_keys: Sequence[str] = ()) -> None:
-        """Sum a stage's dict-valued counters; keep the named numeric notes as latency samples."""
+    def add_notes(self, notes: Mapping[str, Any]) -> None:
+        """Sum a stage's dict-valued counters."""
         for key, val in notes.items():
             if isinstance(val, dict):
                 agg = self.notes.setdefault(key, {})
                 for kk, vv in val.items():
                     agg[kk] = agg.get(kk, 0) + vv
-        for key in sample_keys:
+
+    def add_samples(self, values: Mapping[str, Optional[float]]) -> None:
+        """Keep named latencies (a generate attempt's ``ttft_s`` ...) as samples; a None one adds none."""
+        for key, val in values.items():
             self.samples.setdefault(key, [])
-            if notes.get(key) is not None:
-                self.samples[key].append(float(notes[key]))
+            if val is not None:
+                self.samples[key].append(float(val))
 
 
 def record_entry(record: UsageRecord, cost_usd: float, call_id: Optional[str] = None,
@@ -122,16 +125,18 @@ def record_entry(record: UsageRecord, cost_usd: float, call_id: Optional[str] = 
 def by_stage_of_calls(calls: Iterable[tuple], sample_keys: Sequence[str] = ()) -> dict[str, StageAgg]:
     """Priced records ``(record, its dollars[, keys of the queries it served])`` summed per stage; each record is one call.
 
-    ``sample_keys`` names notes (e.g. ``ttft_s``) kept as latency samples of the calls that did not fail.
+    ``sample_keys`` names record fields (e.g. ``ttft_s``) kept as latency samples of the calls that did not fail.
     """
     out: dict[str, StageAgg] = {}
     for record, usd, *served in calls:
         agg = out.setdefault(record.stage, StageAgg(record.stage))
         # A batch call split by what each query used (the runner's per-query records of one call_id): one call
-        split = "work" in record.notes and (record.shared_by or 0) > 1 and record.call_id is not None
+        split = record.work is not None and (record.shared_by or 0) > 1 and record.call_id is not None
         entry = record_entry(record, usd, call_id=record.call_id if split else None, query_ids=served[0] if served else ())
         agg.add({**entry, "split": split})
-        agg.add_notes(record.notes, sample_keys if record.failures == 0 else ())
+        agg.add_notes(record.notes)
+        if record.failures == 0:
+            agg.add_samples({k: getattr(record, k, None) for k in sample_keys})
     return out
 
 

@@ -29,7 +29,7 @@ from ragcost.errors import DependencyError, StoreError
 INSTALL_HINT = "tracing needs opentelemetry-sdk: pip install 'ragcost[otel]'"
 COST_ATTRIBUTE = "ragcost.cost.usd"
 # GenAI operation names for the stages that are model calls; other stages keep their own name.
-# A record may name its own (``notes["operation"]``: every generate attempt says chat or text_completion).
+# A record may name its own (``UsageRecord.operation``: every generate attempt says chat or text_completion).
 OPERATION_NAMES = {"embed": "embeddings", "generate": "chat"}
 STORAGE_ATTRIBUTE = "ragcost.storage.usd"
 LEDGER_LOOKBACK_DAYS = 30  # how far back the ledger is read to seed the p95
@@ -65,7 +65,7 @@ class RunningP95:
 
 
 def operation_name(record: UsageRecord) -> str:
-    return str(record.notes.get("operation") or OPERATION_NAMES.get(record.stage, record.stage))
+    return str(record.operation or OPERATION_NAMES.get(record.stage, record.stage))
 
 
 def query_latency(rows: Iterable[Mapping[str, Any]]) -> float:
@@ -120,7 +120,7 @@ def cost_attributes(cost_usd: float) -> dict[str, Any]:
 def span_attributes(record: UsageRecord, cost_usd: float, model: Optional[str] = None) -> dict[str, Any]:
     """The span attributes of one stage call; model and token attributes only where known.
 
-    ``gen_ai.request.model`` is the model the record names (``notes["model"]``: a generate
+    ``gen_ai.request.model`` is the model the record names (``UsageRecord.model``: a generate
     attempt's served model), else ``model`` (the stage's embedding or re-ranking model); never
     the price-book resource.
     """
@@ -134,7 +134,7 @@ def span_attributes(record: UsageRecord, cost_usd: float, model: Optional[str] =
         COST_ATTRIBUTE: float(cost_usd),
         **cost_attributes(cost_usd),
     }
-    name = record.notes.get("model") or model
+    name = record.model or model
     if name:
         attrs["gen_ai.request.model"] = str(name)
     if record.tokens_estimated:
@@ -193,7 +193,7 @@ class QueryTracer:
         t = start
         models = models or {}
         for rec, cost in zip(records, costs):
-            own = rec.notes.get("e2e_s")  # an attempt lasts its own request, not the period it shared
+            own = rec.e2e_s  # an attempt lasts its own request, not the period it shared
             end = t + int((rec.wall_seconds if own is None else own) * 1e9)
             span = self.tracer.start_span(f"{operation_name(rec)} {rec.stage}", context=ctx, start_time=t,
                                           attributes=span_attributes(rec, cost, models.get(rec.stage)))

@@ -63,7 +63,7 @@ def run_labelled(pipe: Any, questions: list[Labelled], batch_size: int = 16) -> 
     out = []
     params = BackendParams()
     for q, s, n in zip(questions, run.states, run.useful):
-        gen = s.notes.get("generation") if isinstance(s.notes.get("generation"), dict) else {}
+        gen = s.generation
         ev = evidence(q.text, build_prompt(q.text, s.hits, params)) if s.hits else 0.0
         out.append(Outcome(q, float(n), bool(gen.get("abstained")), doc_order(s.hits), ev))
     return out

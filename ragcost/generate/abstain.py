@@ -1,7 +1,7 @@
 """Answers that abstain: the wording, how a refusal is recognised, and the extractive backend's evidence.
 
 An answer that says the sources hold no answer delivers nothing: the generate stage clears its
-citations and notes ``abstained`` (``notes["generation"]``), and every useful-document judge
+citations and notes ``abstained`` (``QueryState.generation``), and every useful-document judge
 counts 0 for it. The extractive backend abstains when its evidence is weak: the best sentence
 holds less than ``abstain_overlap`` of the question's content words, or the best source's score
 (the last scoring stage's) is below ``abstain_score``. An LLM is told to answer :data:`NO_ANSWER`

@@ -16,10 +16,10 @@ def _ms(x: Optional[float]) -> Optional[float]:
 def timing_summary(calls: Iterable[Any]) -> dict[str, dict[str, Any]]:
     """Per generate stage label: attempts, failures, tokens, and p50/p95 of TTFT, TPOT and e2e (ms).
 
-    ``calls`` are StageCalls; only per-attempt records (those with an ``e2e_s`` note) count, and
+    ``calls`` are StageCalls; only per-attempt records (those naming their ``operation``) count, and
     only attempts that did not fail give latency samples.
     """
-    attempts = ((c.record, c.cost_usd) for c in calls if "e2e_s" in c.record.notes)
+    attempts = ((c.record, c.cost_usd) for c in calls if c.record.operation is not None)
     out: dict[str, dict[str, Any]] = {}
     for stage, agg in by_stage_of_calls(attempts, _SAMPLES).items():
         st: dict[str, Any] = {"attempts": agg.entries, "failed": agg.failures, "input_tokens": agg.input_tokens or 0,

@@ -105,8 +105,7 @@ class GroundedGuard(Guard):
         per_state = []
         for s in batch:
             # an answer that abstains ("the sources hold no answer") makes no claim to check
-            gen = s.notes.get("generation")
-            abstained = isinstance(gen, dict) and bool(gen.get("abstained"))
+            abstained = bool(s.generation.get("abstained"))
             sents = [] if abstained else sentences(s.answer or "", self.params.min_chars)
             cited = set(s.citations)
             hits = [i for i, h in enumerate(s.hits) if not self.params.cited_only or h.doc_id in cited]

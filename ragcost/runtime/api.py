@@ -51,7 +51,8 @@ class Answer:
     tenant: Optional[str]
     useful: int
     rows: list[dict[str, Any]]  # ledger stage rows: cost_usd is this query's share of each call
-    notes: dict[str, Any] = field(default_factory=dict)
+    notes: dict[str, Any] = field(default_factory=dict)  # what the stages reported, to show (QueryState.facts)
+    generation: dict[str, Any] = field(default_factory=dict)  # the generate stage's facts (finish_reason, abstained)
     route: Optional[str] = None
     route_fields: dict[str, Any] = field(default_factory=dict)  # route_path, route_score, route_reason
     outcome_stage: Optional[str] = None
@@ -274,12 +275,11 @@ class Session:
             out.append(Answer(
                 id=s.id, text=s.text, hits=[_hit(h) for h in s.hits], answer=s.answer, citations=list(s.citations), ok=s.ok,
                 error=s.error, outcome=s.outcome, tenant=s.tenant, useful=useful_count(self.pipe, s) if s.ok else 0,
-                rows=rows, notes=dict(s.notes), route=s.route, route_fields=s.route_fields(), outcome_stage=s.outcome_stage,
-                cache=s.cache_record(), partial=s.notes.get("partial"), records=records,
+                rows=rows, notes=s.facts(), route=s.route, route_fields=s.route_fields(), outcome_stage=s.outcome_stage,
+                cache=s.cache_record(), partial=s.partial, records=records, generation=dict(s.generation),
                 source_id=s.source_id, useful_judge=judge,
-                strategy=next((c.record.notes.get("strategies") for c in res.calls
-                               if c.serves(s) and c.record.notes.get("strategies")), None)
-                or ({s.notes["strategy"]: 1} if s.cache and s.notes.get("strategy") else None)))
+                strategy=next((c.record.strategies for c in res.calls if c.serves(s) and c.record.strategies), None)
+                or ({s.strategy: 1} if s.cache and s.strategy else None)))
         return res, out
 
     def record(self, answer: Answer) -> None:

@@ -81,8 +81,7 @@ def useful_count(pipe: Any, s: QueryState) -> float:
 
 
 def abstained(s: QueryState) -> bool:
-    note = s.notes.get("generation")
-    return isinstance(note, dict) and bool(note.get("abstained"))
+    return bool(s.generation.get("abstained"))
 
 
 def grounded_ran(pipe: Any, s: QueryState) -> bool:
@@ -93,9 +92,9 @@ def grounded_ran(pipe: Any, s: QueryState) -> bool:
 
 
 def _unsupported_spans(s: QueryState) -> list[tuple[int, int]]:
-    """The answer spans the grounded check found unsupported (its per-sentence verdicts in ``notes["guard"]``)."""
+    """The answer spans the grounded check found unsupported (its per-sentence verdicts in ``findings``)."""
     out = []
-    for f in s.notes.get("guard") or []:
+    for f in s.findings:
         if f.get("check") == "grounded" and f.get("on") == "answer" and f.get("span"):
             a, b = f["span"]
             out.append((int(a), int(b)))

@@ -116,7 +116,8 @@ class Runner:
         rec.cpu_seconds = cpu.seconds
         # Work the stage had done on other machines (shard actors on Ray), measured there: priced on its
         # own resource and shared by the call's queries, beside the call's own (driver-side) CPU.
-        for remote in rec.notes.pop("remote", None) or []:
+        remote, rec.remote = rec.remote, []
+        for remote in remote:
             result.calls.append(StageCall(remote, cost_of(remote, self.book), served=active))
         shared = [s for s in active if not s.usage]
         self._cpu_of_own_records([own for s in active for own in s.usage], cpu.seconds)
@@ -136,28 +137,27 @@ class Runner:
             result.calls.append(StageCall(rec, cost_of(rec, self.book), served=shared))
 
     def _split_by_work(self, rec: UsageRecord, shared: list[QueryState]) -> list[StageCall]:
-        """A time-priced batch call whose stage said what each query made it do (``notes["work"]``,
-        query id -> units, e.g. the answer characters a guard read, an embed's tokens + its fixed part) is split
-        by that, not evenly (``notes["tokens"]``, query id -> tokens, puts each query's own on its row):
+        """A time-priced batch call whose stage said what each query made it do (``work``, query id -> units,
+        e.g. the answer characters a guard read, an embed's tokens + its fixed part) is split by that, not
+        evenly (``query_tokens``, query id -> tokens, puts each query's own on its row):
         one record per query with ``busy_share`` = its units / all units, the call's CPU once."""
         import dataclasses
 
         from ragcost.cost.pricebook import TimeResource
 
-        work = rec.notes.get("work")
+        work = rec.work
         if not isinstance(work, dict) or len(shared) < 2 or not isinstance(self.book.resources.get(rec.resource), TimeResource):
             return []
         units = [max(float(work.get(s.id) or 0.0), 0.0) for s in shared]
         total = sum(units)
         if total <= 0:
             return []
-        tokens = rec.notes.get("tokens") if isinstance(rec.notes.get("tokens"), dict) else None
-        notes = {k: v for k, v in rec.notes.items() if k not in ("work", "tokens")}  # not every query's map on every row
+        tokens = rec.query_tokens
         cid = new_id()
         out = []
-        for s, u in zip(shared, units):
+        for s, u in zip(shared, units):  # each row holds its own query's work, not every query's map
             own = dataclasses.replace(rec, items=1, shared_by=len(shared), busy_share=u / total, call_id=cid,
-                                      notes={**notes, "work": u})
+                                      work={s.id: u}, query_tokens=None, notes=dict(rec.notes))
             if tokens is not None:  # the query's own tokens (the stage counted them), not the batch's
                 own.input_tokens = int(tokens.get(s.id) or 0)
             out.append(StageCall(own, cost_of(own, self.book), cid, query=s))

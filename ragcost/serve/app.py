@@ -427,7 +427,7 @@ def _completion(svc: Service, a: Answer) -> dict[str, Any]:
 
 
 def _finish_reason(a: Answer) -> str:
-    return (a.notes.get("generation") or {}).get("finish_reason") or "stop"
+    return a.generation.get("finish_reason") or "stop"
 
 
 def _chunk(t: Ticket, name: str, delta: dict, finish: Optional[str] = None, usage: Optional[dict] = None) -> str:

@@ -26,7 +26,7 @@ stored hits (retrieve, rerank) run again on the new query, unless the learned bo
 A hit finishes the query with the cached answer, citations, hits (title, text, metadata) and
 retrieval strategy, and sets ``s.cache`` (``{"tier": "exact"|"semantic", "entry": id,
 "similarity": x, "verified": bool}``). A miss leaves ``s.cache`` None and says why in
-``s.notes["cache"]``.
+``s.cache_trip``.
 """
 
 from __future__ import annotations
@@ -296,11 +296,11 @@ class Cache(Stage):
         for s in batch:
             scope = h.scope_of(s)
             text = h.normalise(s.text)
-            s.notes["cache"] = {"scope": scope, "key": exact_key(scope, text), "text": text, "question": s.text,
-                                "stage": self.name, "write_stages": getattr(self, "write_stages", [])}
+            s.cache_trip = {"scope": scope, "key": exact_key(scope, text), "text": text, "question": s.text,
+                            "stage": self.name, "write_stages": getattr(self, "write_stages", [])}
             cand = None
             if "exact" in h.params.tiers:
-                e = h.live(h.exact.get((scope, s.notes["cache"]["key"])), now)
+                e = h.live(h.exact.get((scope, s.cache_trip["key"])), now)
                 sim = _cosine(e.vector, s.vector) if e is not None else None
                 if e is not None and (sim is None or sim >= h.params.exact_min_similarity):
                     self._serve(s, e, "exact", 1.0, False)
@@ -314,10 +314,10 @@ class Cache(Stage):
                 cand = None
             if cand is None:
                 counts["miss"] += 1
-                counts["refused"] += "refused" in s.notes["cache"]
+                counts["refused"] += "refused" in s.cache_trip
                 continue
             entry, sim = cand
-            s.notes["cache"]["candidate"] = {"entry": entry.id, "similarity": sim}
+            s.cache_trip["candidate"] = {"entry": entry.id, "similarity": sim}
             if sim < h.params.min_similarity:
                 counts["miss"] += 1
             elif (trusted := h.learner.trusted(entry.id, sim)) and h.rng.random() >= h.params.verify_share:
@@ -368,7 +368,7 @@ class Cache(Stage):
         d = compare(stored, asked, vocab, h.params.max_differing_weight, words and words.similar, h.params.min_word_similarity)
         if d.same:
             return True
-        s.notes["cache"].setdefault("refused", []).append({"entry": e.id, **d.to_json()})
+        s.cache_trip.setdefault("refused", []).append({"entry": e.id, **d.to_json()})
         return False
 
     def _verify(self, items: list[tuple[QueryState, CacheEntry, float, bool]], counts: dict[str, Any]) -> None:
@@ -387,7 +387,7 @@ class Cache(Stage):
             counts["sampled"] += sampled
             self._observe(entry.id, sim, ok)
             # sampled: a trusted hit that would have been served unverified -- an unbiased check of those
-            s.notes["cache"]["candidate"].update(judged=True, sampled=sampled, correct=ok)
+            s.cache_trip["candidate"].update(judged=True, sampled=sampled, correct=ok)
             if ok:
                 self._serve(s, entry, "semantic", sim, True)
                 counts["semantic"] += 1
@@ -412,7 +412,7 @@ class Cache(Stage):
         if not h.params.verify_alternates or s.vector is None:
             return None
         now = time.time()
-        for entry_id, sim in h.index.ranked(s.notes["cache"]["scope"], s.vector, h.params.verify_alternates + 1):
+        for entry_id, sim in h.index.ranked(s.cache_trip["scope"], s.vector, h.params.verify_alternates + 1):
             if entry_id == tried:
                 continue
             if sim < h.params.min_similarity:
@@ -436,7 +436,7 @@ class Cache(Stage):
                       text=x.get("text") or "", chunk_no=int(x.get("chunk_no") or 0), metadata=dict(x.get("metadata") or {}))
                   for x in e.hits]
         if e.strategy is not None:
-            s.notes["strategy"] = e.strategy
+            s.strategy = e.strategy
         s.cache = {"tier": tier, "entry": e.id, "similarity": round(sim, 6), "verified": verified}
         s.finish(self.name, answer=e.answer, citations=e.citations)
         e.hit_count += 1
@@ -485,7 +485,7 @@ class CacheWrite(Stage):
         now = time.time()
         written = 0
         for s in batch:
-            pending = s.notes.get("cache")
+            pending = s.cache_trip
             if not pending or not s.ok or s.answer is None or cut_short(s):
                 continue
             docs = [x.doc_id for x in s.hits]
@@ -500,7 +500,7 @@ class CacheWrite(Stage):
                                vector=None if s.vector is None else np.asarray(s.vector, np.float32),
                                answer=s.answer, citations=list(s.citations), hits=[_stored_hit(x) for x in s.hits],
                                created_at=now, expires_at=now + h.params.ttl_s, cost=_answer_cost(s), version=h.version,
-                               question=pending.get("question"), strategy=s.notes.get("strategy"))
+                               question=pending.get("question"), strategy=s.strategy)
             if h.down:
                 continue  # the backend is unreachable: the lookup stage probes it again, not every write
             safely(h, lambda b: b.put(entry))
@@ -517,7 +517,7 @@ def cut_short(s: QueryState) -> bool:
     """Whether the answer may be cut by the request's own limits: finish_reason "length" (max_tokens), or a request
     that sent stop sequences (a stop the server applied is indistinguishable from a natural end). Such an answer is
     never written to the cache: it is that request's, not the question's."""
-    g = s.notes.get("generation") or {}
+    g = s.generation
     return g.get("finish_reason") == "length" or bool(s.options.get("stop"))
 
 
@@ -536,5 +536,5 @@ def _cosine(a: Optional[np.ndarray], b: Optional[np.ndarray]) -> Optional[float]
 
 def _answer_cost(s: QueryState) -> float:
     """What the answer cost in tokens (a proxy for its dollars, used only to rank entries for eviction)."""
-    g = s.notes.get("generation") or {}
+    g = s.generation
     return float((g.get("input_tokens") or 0) + (g.get("output_tokens") or 0) or 1)

@@ -29,15 +29,15 @@ class EmbedQueries(Stage):
         for s, n in zip(batch, counts):
             if n > limit:
                 # The model reads only its window; say so rather than pretend the whole query counted.
-                s.notes["truncated"] = f"query is {n} tokens; the model reads the first {limit}"
+                s.truncated = f"query is {n} tokens; the model reads the first {limit}"
         read = [min(n, limit) for n in counts]
         usage.input_tokens = sum(read)
         c = emb.split_fixed_tokens
         if c is not None and len(batch) > 1:
             # Each query's part of the batch's CPU: its tokens plus the call's fixed cost, in token-equivalents
             # (the runner splits the call by it); its own tokens go on its own row.
-            usage.notes["work"] = {s.id: n + c for s, n in zip(batch, read)}
-            usage.notes["tokens"] = {s.id: n for s, n in zip(batch, read)}
+            usage.work = {s.id: n + c for s, n in zip(batch, read)}
+            usage.query_tokens = {s.id: n for s, n in zip(batch, read)}
         usage.cached_input_tokens = 0  # a local model has no prompt cache: known zero, not unknown
         full = emb.embed_queries(texts) if hasattr(emb, "embed_queries") else emb.embed(texts)
         vecs = truncate(full, self.ctx.dim)

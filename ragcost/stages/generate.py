@@ -147,7 +147,7 @@ class Generate(Stage):
         if unknown:  # about what the corpus never names: no backend is asked (nor paid)
             state.answer, state.citations = NO_ANSWER, []
             self._note(state, None, None, attempts)
-            state.notes["generation"].update(abstained=True, unknown_terms=unknown, finish_reason="stop")
+            state.generation.update(abstained=True, unknown_terms=unknown, finish_reason="stop")
             self._emit(state, "sources", "[]")
             self._emit(state, "text", NO_ANSWER)
             return attempts
@@ -180,7 +180,7 @@ class Generate(Stage):
                                 self._emit(state, "retry", f"{b.backend_name}: {att.error}")
                             raise AttemptError(att)
                 self._finish(state, b, prompt, att, attempts)
-                state.notes["generation"]["finish_reason"] = _finish_reason(clip, state.options, native, att)
+                state.generation["finish_reason"] = _finish_reason(clip, state.options, native, att)
                 return attempts
             except AttemptError as e:
                 nxt = chain[i + 1].backend_name if i + 1 < len(chain) else None
@@ -240,11 +240,11 @@ class Generate(Stage):
         refused = is_refusal(att.text)
         state.citations = [] if refused else cited(att.text, prompt.sources)  # an abstaining answer cites nothing
         self._note(state, att, prompt, attempts)
-        state.notes["generation"]["abstained"] = refused
+        state.generation["abstained"] = refused
 
     def _note(self, state: QueryState, att: Optional[Attempt], prompt: Optional[Prompt], attempts: list[Attempt]) -> None:
         ms = lambda x: None if x is None else round(x * 1000, 3)  # noqa: E731
-        state.notes["generation"] = {
+        state.generation = {
             "backend": att.backend if att else None,
             "attempts": len(attempts),
             "failed_attempts": sum(1 for a in attempts if not a.ok),
@@ -276,12 +276,10 @@ class Generate(Stage):
                     stage=labels[a.position], resource=a.resource, items=1, calls=1,
                     retries=1 if a.try_no > 1 else 0, failures=0 if a.ok else 1,
                     input_tokens=a.uncached_input, cached_input_tokens=a.cached_tokens, output_tokens=a.output_tokens,
-                    tokens_estimated=a.tokens_estimated, **fields,
-                    notes={"backend": a.backend, "model": b.model or b.backend, "endpoint": a.endpoint,
-                           "operation": "chat" if b.api == "chat" else "text_completion",
-                           "try": a.try_no, "fallback": a.fallback,
-                           "ok": a.ok, "error": a.error, "status": a.status, "usage": a.usage_source,
-                           "ttft_s": a.ttft, "tpot_s": a.tpot, "e2e_s": a.e2e, "chunks": a.chunks,
+                    tokens_estimated=a.tokens_estimated, **fields, model=b.model or b.backend,
+                    operation="chat" if b.api == "chat" else "text_completion", ttft_s=a.ttft, tpot_s=a.tpot, e2e_s=a.e2e,
+                    notes={"backend": a.backend, "endpoint": a.endpoint, "try": a.try_no, "fallback": a.fallback,
+                           "ok": a.ok, "error": a.error, "status": a.status, "usage": a.usage_source, "chunks": a.chunks,
                            "itl_mean_s": sum(a.itl) / len(a.itl) if a.itl else None, "share_by": basis},
                 )
                 out.append((state, rec))

@@ -10,7 +10,7 @@
 Policies: ``block`` sets ``s.error = "blocked by guard <check>: <reason>"`` (later stages skip the
 query; a PII block also redacts the text, so the ledger never keeps what was refused); ``redact``
 replaces what was found (query text, chunk text and title, or answer); ``drop`` removes flagged
-chunks from the context; ``flag`` only records. Every finding goes to ``s.notes["guard"]``; the
+chunks from the context; ``flag`` only records. Every finding goes to ``s.findings``; the
 stage reports counts on ``usage.notes["guard"]``; the runner times and prices the call.
 """
 
@@ -145,7 +145,7 @@ class GuardStage(Stage):
                 if not found:
                     continue
                 findings[guard.name] = findings.get(guard.name, 0) + len(found)
-                notes = s.notes.setdefault("guard", [])
+                notes = s.findings
                 for f in found:
                     doc_id = s.hits[f.hit].doc_id if f.hit is not None and f.hit < len(s.hits) else None
                     notes.append({**f.note(doc_id), "policy": policy})
@@ -171,7 +171,7 @@ class GuardStage(Stage):
         self._reembed([s for s in redacted_queries if s.error is None], usage)
         usage.notes["guard"] = counts
         if on == "answer":  # what each query made the checks read: its answer's characters (sentences x length)
-            usage.notes["work"] = {s.id: len(s.answer or "") for s in batch}
+            usage.work = {s.id: len(s.answer or "") for s in batch}
         if findings:
             usage.notes["findings"] = findings
         return batch

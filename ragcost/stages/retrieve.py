@@ -155,7 +155,7 @@ class Retrieve(Stage):
             self._run_one(art, docs, source, _NO_FILTER, batch[0], strategies)
             if self.params.fetch_text:
                 source.fetch()
-            usage.notes["strategies"] = strategies
+            usage.strategies = strategies
             self._shard_usage(art, usage, len(batch))
             return batch
         if all(s.filter is None for s in batch):
@@ -169,13 +169,13 @@ class Retrieve(Stage):
                     g = by_filter[key] = _Group(store.matching_labels(s.filter) if key is not None else None)
                 g.states.append(s)
                 if g.allowed is not None:
-                    s.notes["matches"] = int(len(g.allowed))
+                    s.matches = int(len(g.allowed))
             groups = list(by_filter.values())
         for g in groups:
             self._run_group(art, docs, source, g, strategies)
         if self.params.fetch_text:
             source.fetch()
-        usage.notes["strategies"] = strategies
+        usage.strategies = strategies
         self._shard_usage(art, usage, len(batch))
         return batch
 
@@ -191,7 +191,9 @@ class Retrieve(Stage):
             return
         shards = len(getattr(art.index, "actors", ())) or None
         for s in states:
-            p = s.notes.setdefault("partial", {"missing_shards": [], "shards": shards})
+            if s.partial is None:
+                s.partial = {"missing_shards": [], "shards": shards}
+            p = s.partial
             p["missing_shards"] = sorted(set(p["missing_shards"]) | set(missing))
 
     def _shard_usage(self, art, usage: UsageRecord, items: int) -> None:
@@ -218,7 +220,7 @@ class Retrieve(Stage):
                 r.failures += int(c.failed is not None)
                 if c.node:
                     r.notes.update(pid=c.pid)
-        usage.notes["remote"] = [per[k] for k in sorted(per)]
+        usage.remote = [per[k] for k in sorted(per)]
 
     def _run_group(self, art, docs: DocMap, source: ChunkSource, g: _Group, strategies: dict[str, int]) -> None:
         if len(g.states) == 1:
@@ -246,7 +248,7 @@ class Retrieve(Stage):
                 s = states[pending[j]]
                 s.set_ranked(block, j)
                 st = strategy if isinstance(strategy, str) else strategy[j]
-                s.notes["strategy"] = st
+                s.strategy = st
                 if not isinstance(strategy, str):
                     strategies[st] = strategies.get(st, 0) + 1
             pending = pending[~done]
@@ -295,7 +297,7 @@ class Retrieve(Stage):
                 break
             mult *= 4
         st = strategy if isinstance(strategy, str) else strategy[0]
-        s.notes["strategy"] = st
+        s.strategy = st
         strategies[st] = strategies.get(st, 0) + 1
         source.add(kept_l)
         s.set_ranked(RankedRow(kept_l, kept_s, kept_d, docs.names, source), 0)

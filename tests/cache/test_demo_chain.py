@@ -43,13 +43,13 @@ class TestBehindARerank:
         exact = ask(chain, Q, k=8)
         assert exact.cache["tier"] == "exact"
         for s in (again, para):
-            assert s.cache is not None and s.cache["tier"] == "semantic" and s.cache["verified"] is True, s.notes["cache"]
+            assert s.cache is not None and s.cache["tier"] == "semantic" and s.cache["verified"] is True, s.cache_trip
             assert s.answer == first.answer
 
     def test_a_near_miss_sharing_the_documents_misses(self, chain):
         ask(chain, Q, k=8)
         near = ask(chain, "How do I not reset my password?", k=8)
-        assert near.cache is None and near.notes["cache"]["refused"][0]["family"] == "negation"
+        assert near.cache is None and near.cache_trip["refused"][0]["family"] == "negation"
 
 
 class TestAHitIsAFullAnswer:
@@ -59,7 +59,7 @@ class TestAHitIsAFullAnswer:
         assert hit.cache["tier"] == "exact"
         assert _hit_fields(hit) == _hit_fields(fresh) and all(h.title and h.text for h in hit.hits)
         assert hit.citations == fresh.citations and hit.answer == fresh.answer
-        assert hit.notes["strategy"] == fresh.notes["strategy"] is not None
+        assert hit.strategy == fresh.strategy is not None
 
     def test_query_json_and_the_ledger_say_it_was_a_hit(self, kb_folder, capsys):
         path = write_pipeline(kb_folder, stages=CHAIN)

@@ -45,6 +45,6 @@ def test_repeated_and_reworded_demo_questions_hit(quickstart_index):
         assert para.cache is not None and para.cache["tier"] == "semantic" and para.answer == first.answer
         ask("When is the finally clause executed?")
         near = ask("When is the finally clause not executed?")
-        assert near.cache is None and near.notes["cache"]["refused"][0]["family"] == "negation"
+        assert near.cache is None and near.cache_trip["refused"][0]["family"] == "negation"
     finally:
         pipe.close()

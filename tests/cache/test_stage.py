@@ -47,12 +47,12 @@ class TestHits:
         ask(fresh)
         bare = ask(fresh, "how do I reset my password")  # no "?": another embedding, so not an exact hit
         assert bare.cache is None or (bare.cache["tier"] == "semantic" and bare.cache["verified"])
-        assert bare.notes["cache"]["candidate"]["similarity"] < 0.9999
+        assert bare.cache_trip["candidate"]["similarity"] < 0.9999
 
     def test_a_paraphrase_is_served_only_after_a_fresh_retrieval_agrees(self, fresh):
         ask(fresh)
         para = ask(fresh, "How can I reset my password?")
-        cand = para.notes["cache"].get("candidate")
+        cand = para.cache_trip.get("candidate")
         assert cand is not None and cand["similarity"] > 0.8
         if para.cache is not None:  # thin evidence: every semantic hit is verified
             assert para.cache["tier"] == "semantic" and para.cache["verified"] is True
@@ -60,8 +60,8 @@ class TestHits:
     def test_a_rewording_that_adds_a_weighty_word_is_refused_before_any_check(self, fresh):
         ask(fresh)
         para = ask(fresh, "How can I reset the password of my account?")
-        assert para.cache is None and "candidate" not in para.notes["cache"]
-        assert para.notes["cache"]["refused"][0]["family"] == "content" and "account" in para.notes["cache"]["refused"][0]["words"]
+        assert para.cache is None and "candidate" not in para.cache_trip
+        assert para.cache_trip["refused"][0]["family"] == "content" and "account" in para.cache_trip["refused"][0]["words"]
 
     def test_a_different_question_is_a_miss(self, fresh):
         ask(fresh)
@@ -74,12 +74,12 @@ class TestIsolation:
         ask(fresh, tenant="acme")
         assert ask(fresh, tenant="acme").cache["tier"] == "exact"
         b = ask(fresh, tenant="globex")
-        assert b.cache is None and "candidate" not in b.notes["cache"]
+        assert b.cache is None and "candidate" not in b.cache_trip
 
     def test_another_filter_is_another_scope(self, fresh):
         ask(fresh, filter_={"tenant": "acme"})
         b = ask(fresh, filter_={"tenant": "globex"})
-        assert b.cache is None and "candidate" not in b.notes["cache"]
+        assert b.cache is None and "candidate" not in b.cache_trip
 
 
 class TestInvalidation:
@@ -289,7 +289,7 @@ def test_when_the_nearest_entry_fails_its_check_a_next_one_the_same_retrieval_co
                            created_at=now, expires_at=now + 60)
         h.remember(decoy)  # the nearest (similarity 1.0), with another question's basis
         s = ask(pipe, text)
-        assert s.notes["cache"]["candidate"]["entry"] == decoy.id and s.notes["cache"]["candidate"]["correct"] is False
+        assert s.cache_trip["candidate"]["entry"] == decoy.id and s.cache_trip["candidate"]["correct"] is False
         assert s.cache is not None and s.cache["alternate"] is True and s.cache["verified"] is True
         assert s.answer == right.answer and s.cache["entry"] != decoy.id
         assert s.cache_record()["correct"] is False  # the ledger keeps the nearest's check: it was wrong

@@ -47,8 +47,8 @@ class TestCalls:
         assert agg.notes == {"m": {"x": 3}} and agg.input_tokens is None
 
     def test_named_samples_come_only_from_calls_that_did_not_fail(self):
-        ok = UsageRecord(stage="gen", resource="api", notes={"ttft_s": 0.2})
-        bad = UsageRecord(stage="gen", resource="api", failures=1, notes={"ttft_s": 9.0})
+        ok = UsageRecord(stage="gen", resource="api", ttft_s=0.2)
+        bad = UsageRecord(stage="gen", resource="api", failures=1, ttft_s=9.0)
         agg = by_stage_of_calls([(ok, 0.0), (bad, 0.0)], ("ttft_s",))["gen"]
         assert agg.samples["ttft_s"] == [0.2] and agg.failures == 1 and agg.entries == 2
         assert agg.sample_percentile("ttft_s", 50) == pytest.approx(0.2)

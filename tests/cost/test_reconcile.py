@@ -380,7 +380,7 @@ class TestGenerationAccounting:
             if r["resource"] == "llm":
                 groups.setdefault(r["call_id"], []).append((r, c))
         for members in groups.values():
-            durations = [c.record.notes["e2e_s"] for _, c in members]  # request sent to last byte
+            durations = [c.record.e2e_s for _, c in members]  # request sent to last byte
             assert len({r["wall_seconds"] for r, _ in members}) == 1
             for (r, _), d in zip(members, durations):
                 assert r["busy_share"] is not None, "an attempt's busy_share is not set"

@@ -48,7 +48,7 @@ class TestRunningP95:
 class TestAttributes:
     def test_genai_attributes_and_cost(self):
         r = U("generate", "openai-gpt-4o-mini", input_tokens=100, cached_input_tokens=30, output_tokens=7,
-              notes={"model": "gpt-4o-mini", "operation": "chat"})
+              model="gpt-4o-mini", operation="chat")
         a = span_attributes(r, 0.0012)
         assert a["gen_ai.operation.name"] == "chat" and a["gen_ai.request.model"] == "gpt-4o-mini"
         assert a["gen_ai.usage.input_tokens"] == 130 and a["gen_ai.usage.cache_read.input_tokens"] == 30
@@ -60,21 +60,21 @@ class TestAttributes:
         assert a["gen_ai.usage.cost.currency"] == "USD" and a["gen_ai.usage.cost.source"] == "local"
 
     def test_unknown_counts_are_left_out_not_zero(self):
-        a = span_attributes(U("embed", "cpu", input_tokens=10, notes={"model": "all-MiniLM-L6-v2"}), 0.0)
+        a = span_attributes(U("embed", "cpu", input_tokens=10, model="all-MiniLM-L6-v2"), 0.0)
         assert a["gen_ai.operation.name"] == "embeddings" and a["gen_ai.request.model"] == "all-MiniLM-L6-v2"
         assert "gen_ai.usage.cache_read.input_tokens" not in a and "gen_ai.usage.output_tokens" not in a
 
 
     def test_the_request_model_is_the_served_model_never_the_price_book_resource(self):
-        served = span_attributes(U("generate", "cpu", notes={"model": "my-7b", "operation": "chat"}), 0.0)
+        served = span_attributes(U("generate", "cpu", model="my-7b", operation="chat"), 0.0)
         assert served["gen_ai.request.model"] == "my-7b"
         assert span_attributes(U("rerank", "cpu"), 0.0, model="./models/ce")["gen_ai.request.model"] == "./models/ce"
         assert "gen_ai.request.model" not in span_attributes(U("retrieve", "cpu"), 0.0)  # no model: left out
 
     def test_a_fallback_attempt_keeps_its_genai_operation(self):
-        a = span_attributes(U("generate/vllm:small", "gpu", notes={"model": "small", "operation": "chat"}), 0.0)
+        a = span_attributes(U("generate/vllm:small", "gpu", model="small", operation="chat"), 0.0)
         assert a["gen_ai.operation.name"] == "chat" and a["ragcost.stage"] == "generate/vllm:small"
-        b = span_attributes(U("answer/b", "gpu", notes={"operation": "text_completion"}), 0.0)
+        b = span_attributes(U("answer/b", "gpu", operation="text_completion"), 0.0)
         assert b["gen_ai.operation.name"] == "text_completion"
         assert span_attributes(U("generate/overhead", "cpu"), 0.0)["gen_ai.operation.name"] == "generate/overhead"
 
@@ -180,7 +180,7 @@ class TestWithOpenTelemetry:
         provider.add_span_processor(SimpleSpanProcessor(exp))
         tr = QueryTracer(fraction=1.0, tracer_provider=provider)
         recs = [U("rerank", "cpu", wall_seconds=0.01),
-                U("generate/vllm:small", "gpu", wall_seconds=0.3, notes={"model": "small", "operation": "chat", "e2e_s": 0.1})]
+                U("generate/vllm:small", "gpu", wall_seconds=0.3, model="small", operation="chat", e2e_s=0.1)]
         assert tr.record_query("q", recs, [0.002, 0.003], latency=0.31, storage_usd=0.0005, models={"rerank": "./ce"})
         spans = {s.name: s for s in exp.get_finished_spans()}
         root = spans["rag.query"]

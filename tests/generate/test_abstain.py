@@ -61,5 +61,5 @@ def test_an_abstaining_query_counts_no_useful_document_whatever_it_retrieved():
     pipe = SimpleNamespace(config=SimpleNamespace(useful=UsefulConfig(judge="cited")), loaded=SimpleNamespace(stage_specs=[]))
     s = QueryState("q", hits=list(HITS), answer="It calls __exit__. [1]", citations=["with"])
     assert useful_count(pipe, s) == 1
-    s.notes["generation"] = {"abstained": True}
+    s.generation = {"abstained": True}
     assert useful_count(pipe, s) == 0

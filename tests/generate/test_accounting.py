@@ -50,7 +50,7 @@ class TestMissingUsage:
             call, [(_, rec)] = run_stage(st, [s])
         assert s.answer == ANSWER and rec.failures == 0 and call.tokens_estimated
         assert rec.input_tokens == approx_tokens(sent_prompt(s.text)) and rec.output_tokens == approx_tokens(ANSWER)
-        assert rec.tokens_estimated and rec.notes["usage"] == "estimated" and s.notes["generation"]["tokens_estimated"]
+        assert rec.tokens_estimated and rec.notes["usage"] == "estimated" and s.generation["tokens_estimated"]
         assert cost_of(rec, book) == pytest.approx((rec.input_tokens * 1.0 + rec.output_tokens * 2.0) / 1e6)
 
     def test_a_local_tokenizer_counts_what_the_server_did_not(self, pipeline, tmp_path):
@@ -107,7 +107,7 @@ class TestBusyPeriods:
         [on_b] = [r for _, r in recs if r.stage == "generate/b"]
         assert len(on_a) == 2 and on_b.notes["endpoint"] != on_a[0].notes["endpoint"]
         assert on_b.call_id not in {r.call_id for r in on_a}
-        assert (on_b.busy_share, on_b.shared_by) == (1.0, 1) and on_b.wall_seconds == pytest.approx(on_b.notes["e2e_s"])
+        assert (on_b.busy_share, on_b.shared_by) == (1.0, 1) and on_b.wall_seconds == pytest.approx(on_b.e2e_s)
 
     def test_a_503_and_a_long_stream_share_a_period_by_their_durations(self, pipeline, book):
         # the stream takes 0.7 s: a 503 answered at once, even on a loaded box (one took 110 ms), is shorter
@@ -117,9 +117,9 @@ class TestBusyPeriods:
         [fast] = [r for _, r in recs if r.failures]
         period = by_period(recs)[fast.call_id]
         assert len(period) >= 2  # sent together: the 503 overlapped the other query's stream
-        total = sum(r.notes["e2e_s"] for r in period)
+        total = sum(r.e2e_s for r in period)
         for r in period:
-            assert r.busy_share == pytest.approx(r.notes["e2e_s"] / total) and r.shared_by == len(period)
+            assert r.busy_share == pytest.approx(r.e2e_s / total) and r.shared_by == len(period)
             assert r.wall_seconds == period[0].wall_seconds
         assert sum(r.busy_share for r in period) == pytest.approx(1)
         assert fast.busy_share < min(r.busy_share for r in period if r is not fast)  # a quick 503 pays less than a stream
@@ -132,7 +132,7 @@ class TestBusyPeriods:
                                              retry={**NO_RETRY_WAIT, "initial_s": 0.05, "max_s": 0.05}))
             _, [(_, failed), (_, ok)] = run_stage(st, states())
         assert failed.call_id != ok.call_id and failed.busy_share == ok.busy_share == 1.0
-        assert failed.wall_seconds == pytest.approx(failed.notes["e2e_s"]) and ok.wall_seconds == pytest.approx(ok.notes["e2e_s"])
+        assert failed.wall_seconds == pytest.approx(failed.e2e_s) and ok.wall_seconds == pytest.approx(ok.e2e_s)
 
     def test_zero_length_attempts_share_equally(self):
         assert shares([Attempt("b", "r", start=1.0, end=1.0), Attempt("b", "r", start=1.0, end=1.0)]) == [0.5, 0.5]
@@ -152,7 +152,7 @@ class TestStageRemainder:
         o = over[0]
         assert o.wall_seconds >= 0.1  # the backoff before the retry: no attempt was in flight
         assert o.wall_seconds + o.notes["attempts_busy_s"] == pytest.approx(o.notes["stage_wall_s"])
-        assert sum(r.notes["e2e_s"] for _, r in recs) >= o.notes["attempts_busy_s"] > 0
+        assert sum(r.e2e_s for _, r in recs) >= o.notes["attempts_busy_s"] > 0
 
     def test_an_extractive_stage_reports_its_remainder_too(self, pipeline):
         st = make_stage(pipeline)

@@ -70,15 +70,15 @@ class TestAgainstARealVllmServer:
             assert rec.input_tokens == expected_prompt and rec.cached_input_tokens is None
             assert rec.notes["usage"] == "server"
             assert cost_of(rec, book) == pytest.approx((rec.input_tokens * 1.0 + rec.output_tokens * 2.0) / 1e6)
-            assert 0 < rec.notes["ttft_s"] < rec.notes["e2e_s"] and rec.notes["tpot_s"] > 0
-        report = {s.id: s.notes["generation"] for s in batch}
+            assert 0 < rec.ttft_s < rec.e2e_s and rec.tpot_s > 0
+        report = {s.id: s.generation for s in batch}
         print("\nvLLM batch:", json.dumps(report))
 
     def test_completions_api_without_streaming(self, server, tiny_model, pipeline):
         st = make_stage(pipeline, **vllm_params(server, tiny_model, api="completions", stream=False))
         [s] = states()
         _, [(_, rec)] = run_stage(st, [s])
-        assert s.error is None and rec.output_tokens == MAX_TOKENS and rec.notes["ttft_s"] is None
+        assert s.error is None and rec.output_tokens == MAX_TOKENS and rec.ttft_s is None
 
     def test_killed_mid_batch_the_run_finishes_through_the_fallback_and_the_ledger_has_every_attempt(
             self, server, tiny_model, tmp_path, capsys):
@@ -124,7 +124,7 @@ class TestAgainstARealVllmServer:
             pipe.close()
         assert server.proc.poll() is not None
         assert all(s.error is None and s.answer for s in run.states)  # every query answered
-        backends = [s.notes["generation"]["backend"] for s in run.states]
+        backends = [s.generation["backend"] for s in run.states]
         assert backends.count("extractive") >= 3 and f"vllm:{server.served}" in backends
         attempts = [c for c in run.calls if c.query is not None]
         failed = [c for c in attempts if c.record.failures]

@@ -106,11 +106,11 @@ class TestTheStage:
         events = []
         st.on_event = lambda s, kind, payload: events.append((s.text[:6], kind, payload))
         _, attempts = run_stage(st, [off, on])
-        assert off.answer == NO_ANSWER and off.citations == [] and off.notes["generation"]["abstained"]
-        assert off.notes["generation"]["unknown_terms"] == ["bitcoin", "get", "kubernetes"]
-        assert off.notes["generation"]["attempts"] == 0 and all(s is not off for s, _ in attempts)  # no backend, no $
+        assert off.answer == NO_ANSWER and off.citations == [] and off.generation["abstained"]
+        assert off.generation["unknown_terms"] == ["bitcoin", "get", "kubernetes"]
+        assert off.generation["attempts"] == 0 and all(s is not off for s, _ in attempts)  # no backend, no $
         assert ("How do", "text", NO_ANSWER) in events
-        assert on.answer != NO_ANSWER and on.citations and not on.notes["generation"]["abstained"]  # 1 of 5 unknown
+        assert on.answer != NO_ANSWER and on.citations and not on.generation["abstained"]  # 1 of 5 unknown
         assert any(s is on for s, _ in attempts)
 
     def test_the_share_is_the_threshold(self, ctx):

@@ -218,7 +218,7 @@ class TestVerdicts:
 
         pipe, _ = kb
         s = QueryState(text="what is the capital of France?", hits=hits_of(pipe), answer=NO_ANSWER, citations=[])
-        s.notes["generation"] = {"abstained": True}
+        s.generation = {"abstained": True}
         assert guard(pipe).check([s], "answer") == [[]]
         assert "grounded" not in s.notes  # no verdicts: nothing was claimed
         # the same sentence from an answer that did not abstain is checked (and unsupported here)

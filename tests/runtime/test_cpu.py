@@ -41,9 +41,9 @@ class Burn:
     def run(self, batch, usage) -> None:
         self.used = burn(self.seconds)
         if self.work:
-            usage.notes["work"] = self.work
+            usage.work = self.work
         if self.tokens:
-            usage.notes["tokens"] = self.tokens
+            usage.query_tokens = self.tokens
             usage.input_tokens = sum(self.tokens.values())
         if self.own:
             for s in batch:
@@ -230,7 +230,7 @@ class TestPerQueryWork:
         a, b = res.calls
         assert (a.record.input_tokens, b.record.input_tokens) == (5, 45)  # not the batch's 50 on each
         assert (a.record.busy_share, b.record.busy_share) == (60 / 160, 100 / 160)
-        assert "tokens" not in a.record.notes and a.record.notes["work"] == 60  # no batch-wide map on every row
+        assert a.record.query_tokens is None and a.record.work == {"a": 60}  # no batch-wide map on every row
 
     def test_records_a_stage_timed_itself_on_a_cpu_get_the_calls_cpu(self, book):
         states = [QueryState(text="a", id="a"), QueryState(text="b", id="b")]

@@ -88,7 +88,7 @@ class TestExtractive:
         rec, attempts = run_stage(st, [s])
         assert "30 days" in s.answer and "[1]" in s.answer
         assert s.citations[0] == "kb-1"
-        assert s.error is None and s.notes["generation"]["backend"] == "extractive"
+        assert s.error is None and s.generation["backend"] == "extractive"
         [(state, a)] = attempts
         assert state is s and a.resource == "cpu" and a.failures == 0 and a.input_tokens is None
 
@@ -154,8 +154,8 @@ class TestAccounting:
         atts = [Attempt("x", "cpu", position=i, start=i, end=i + 1, ok=True) for i in range(3)]
         recs = [r for _, r in st.attempt_records(states(1), [atts])]
         assert [r.stage for r in recs] == ["generate", "generate/vllm:small-1b", "generate/extractive"]
-        assert [r.notes["model"] for r in recs] == ["served-7b", "small-1b", "extractive"]
-        assert [r.notes["operation"] for r in recs] == ["chat", "text_completion", "chat"]
+        assert [r.model for r in recs] == ["served-7b", "small-1b", "extractive"]
+        assert [r.operation for r in recs] == ["chat", "text_completion", "chat"]
 
     def test_token_priced_attempts_pay_their_tokens_and_unknown_cache_stays_unknown(self, pipeline, book):
         st = make_stage(pipeline, resource="tiny-llm")
@@ -201,7 +201,7 @@ class TestDispatch:
             generator_registry.unregister("raises-test")
         [(_, bad), (_, good)] = recs  # not retried: a bug is not a transient fault
         assert bad.failures == 1 and "KeyError" in bad.notes["error"] and "raises-test" in bad.notes["error"]
-        assert bad.wall_seconds >= 0 and bad.notes["e2e_s"] >= 0  # timed by the stage
+        assert bad.wall_seconds >= 0 and bad.e2e_s >= 0  # timed by the stage
         assert good.failures == 0 and "30 days" in s.answer and s.error is None
 
     def test_every_backend_failing_fails_the_query_as_an_outcome(self, pipeline):

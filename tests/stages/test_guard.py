@@ -36,7 +36,7 @@ class TestPolicies:
         usage = run(guard(checks=["pii"]), [s])
         assert s.text == "my card <CREDIT_CARD> was charged twice, mail <EMAIL>"
         assert s.error is None
-        assert [n["kind"] for n in s.notes["guard"]] == ["credit_card", "email"]
+        assert [n["kind"] for n in s.findings] == ["credit_card", "email"]
         assert "4111" not in json.dumps(s.notes) and "maria" not in json.dumps(s.notes)
         assert usage.notes["guard"]["redacted"] == 1 and usage.notes["findings"] == {"pii": 2}
 
@@ -49,7 +49,7 @@ class TestPolicies:
     def test_flag_only_records(self):
         s = QueryState(text="ip 203.0.113.7")
         usage = run(guard(checks=["pii"], policy="flag"), [s])
-        assert s.text == "ip 203.0.113.7" and s.notes["guard"][0]["kind"] == "ip_address"
+        assert s.text == "ip 203.0.113.7" and s.findings[0]["kind"] == "ip_address"
         assert usage.notes["guard"]["flagged"] == 1
 
     def test_an_injected_chunk_is_dropped_from_the_context_and_reported_with_its_span(self):
@@ -57,7 +57,7 @@ class TestPolicies:
         s = QueryState(text="price?", hits=[Hit(1, "ok", 0.9, text="It costs 10 dollars."), Hit(2, "evil", 0.8, text=bad)])
         usage = run(guard(on="context", policy="drop", checks=["prompt_injection"]), [s])
         assert [h.doc_id for h in s.hits] == ["ok"]
-        note = s.notes["guard"][0]
+        note = s.findings[0]
         assert note["doc_id"] == "evil" and note["kind"] == "ignore_instructions"
         assert note["match"] == "Ignore all previous instructions"
         assert usage.notes["guard"]["dropped"] == 1
@@ -109,7 +109,7 @@ class TestWithAPipeline:
         stage = guard(kb, on="answer", checks=[{"check": "grounded", "threshold": 0.5}])
         stage.warm_up()
         run(stage, [s])
-        [note] = s.notes["guard"]
+        [note] = s.findings
         assert note["kind"] == "unsupported_sentence" and note["match"] == "The moon is made of green cheese."
         assert s.error is None
         blocked = QueryState(text="refund?", hits=hits, answer="The moon is made of green cheese.")

@@ -95,25 +95,25 @@ def ids(states):
 class TestRetrieveStrategies:
     def test_few_matches_are_scanned_exactly_and_return_the_exact_top_k(self, pipe, data):
         states, usage = run(pipe, data[1], "few")
-        assert {s.notes["strategy"] for s in states} == {"exact"}
+        assert {s.strategy for s in states} == {"exact"}
         assert ids(states) == truth(data, "few").tolist()
-        assert usage.notes["strategies"] == {"exact": len(states)}
-        assert all(s.notes["matches"] == 30 for s in states)
+        assert usage.strategies == {"exact": len(states)}
+        assert all(s.matches == 30 for s in states)
 
     def test_many_matches_use_the_native_filtered_search_with_only_allowed_ids(self, pipe, data):
         states, usage = run(pipe, data[1], "half", exact_below=0.0, exact_max_matches=0)
-        assert {s.notes["strategy"] for s in states} <= {"native", "native+exact-fallback"}
+        assert {s.strategy for s in states} <= {"native", "native+exact-fallback"}
         allowed = set(data[2]["half"].tolist())
         found = ids(states)
         assert all(len(r) == K and set(r) <= allowed for r in found)
         exact = truth(data, "half").tolist()
         recall = np.mean([len(set(a) & set(b)) / K for a, b in zip(found, exact)])
         assert recall >= 0.9
-        assert sum(usage.notes["strategies"].values()) == len(states)
+        assert sum(usage.strategies.values()) == len(states)
 
     def test_forcing_exact_returns_the_exact_top_k_for_many_matches(self, pipe, data):
         states, _ = run(pipe, data[1], "half", exact_below=1.0)
-        assert {s.notes["strategy"] for s in states} == {"exact"}
+        assert {s.strategy for s in states} == {"exact"}
         assert ids(states) == truth(data, "half").tolist()
 
     def test_a_native_result_short_of_k_falls_back_to_exact_for_that_query_and_says_so(self, pipe, data, monkeypatch):
@@ -127,9 +127,9 @@ class TestRetrieveStrategies:
 
         monkeypatch.setattr(index, "search_filtered", short_first_row)
         states, usage = run(pipe, data[1], "half", exact_below=0.0, exact_max_matches=0)
-        assert states[0].notes["strategy"] == "native+exact-fallback"
+        assert states[0].strategy == "native+exact-fallback"
         assert ids(states)[0] == truth(data, "half")[0].tolist()
-        assert usage.notes["strategies"].get("native+exact-fallback", 0) >= 1
+        assert usage.strategies.get("native+exact-fallback", 0) >= 1
 
     def test_the_index_own_fallback_is_reported_as_a_fallback(self, pipe, data, monkeypatch):
         index = pipe.artifact().index
@@ -141,17 +141,17 @@ class TestRetrieveStrategies:
 
         monkeypatch.setattr(index, "search_filtered", index_fell_back)
         states, _ = run(pipe, data[1], "half", exact_below=0.0, exact_max_matches=0)
-        assert states[1].notes["strategy"] == "native+exact-fallback"
+        assert states[1].strategy == "native+exact-fallback"
 
     def test_no_match_is_reported_as_empty(self, pipe, data):
         states, _ = run(pipe, data[1], "none")
-        assert all(s.hits == [] and s.notes["strategy"] == "empty" for s in states)
+        assert all(s.hits == [] and s.strategy == "empty" for s in states)
 
     def test_no_filter_uses_the_index_and_matches_its_own_search(self, pipe, data):
         states, usage = run(pipe, data[1])
         _, lab = pipe.artifact().index.search(data[1], K)
         assert ids(states) == lab.tolist()
-        assert usage.notes["strategies"] == {"index": len(states)}
+        assert usage.strategies == {"index": len(states)}
 
     def test_per_document_keeps_the_best_chunk_of_each_document(self, pipe, data):
         stage = Retrieve(RetrieveParams(k=5, per_document=True), pipe)

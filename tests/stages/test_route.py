@@ -122,13 +122,13 @@ class TestKnn:
                    [query("what is a tuple", 0), query("compare generators and iterators and explain why", 1)])
         assert (a.route, b.route) == ("small", "large")
         assert a.outcome == "branched" and a.routes == ["small"]
-        assert a.notes["route"]["score"] < 0.5 <= b.notes["route"]["score"]
-        assert "threshold 0.5" in a.notes["route"]["reason"] and a.notes["route"]["default"] is False
+        assert a.decision["score"] < 0.5 <= b.decision["score"]
+        assert "threshold 0.5" in a.decision["reason"] and a.decision["default"] is False
 
     def test_no_example_within_min_similarity_uses_the_default_and_says_so(self, ctx):
         (s,) = run(route(ctx, router="knn", default="large", examples="labelled.jsonl", min_similarity=0.9),
                    [query("zebra quantum mortgage", 0)])
-        assert s.route == "large" and s.notes["route"]["default"] is True
+        assert s.route == "large" and s.decision["default"] is True
         assert s.route_fields()["route_reason"].startswith("undecided (no example within min_similarity 0.9")
 
     def test_scores_are_the_weighted_share_of_large_votes(self):
@@ -163,14 +163,14 @@ class TestRules:
         a, b, c = run(st, [query("compare x and y", 0, list(self.HITS)), query("what is x", 1, list(self.HITS)),
                            query("what is y", 2, [Hit(1, "d1", 0.5, "t", "z")])])
         assert (a.route, b.route, c.route) == ("large", "small", "large")
-        assert a.notes["route"]["reason"].startswith("rule 0: regex")
-        assert "top_score 0.82 >= 0.8" in b.notes["route"]["reason"] and b.notes["route"]["score"] == 0.82
-        assert c.notes["route"]["default"] and "no rule matched" in c.notes["route"]["reason"]
+        assert a.decision["reason"].startswith("rule 0: regex")
+        assert "top_score 0.82 >= 0.8" in b.decision["reason"] and b.decision["score"] == 0.82
+        assert c.decision["default"] and "no rule matched" in c.decision["reason"]
 
     def test_context_tokens_count_the_retrieved_chunks(self, ctx):
         st = route(ctx, router="rules", default="small", rules=[{"target": "large", "context_tokens_min": 150}])
         (s,) = run(st, [query("q", 0, list(self.HITS))])
-        assert s.route == "large" and "context_tokens 200 >= 150" in s.notes["route"]["reason"]
+        assert s.route == "large" and "context_tokens 200 >= 150" in s.decision["reason"]
 
     def test_a_bad_regex_is_refused(self, ctx):
         with pytest.raises(Exception, match=r"regex '\(' does not compile"):
@@ -183,8 +183,8 @@ class TestContextLength:
                    buckets=[{"max_tokens": 200, "target": "short"}, {"max_tokens": 1000, "target": "long"}])
         short, long_, over = run(st, [query("q" * 40, 0), query("q", 1, [Hit(1, "d", 0.5, "t", "w" * 2000)]),
                                       query("q", 2, [Hit(1, "d", 0.5, "t", "w" * 9000)])])
-        assert (short.route, long_.route) == ("short", "long") and short.notes["route"]["score"] == 110
-        assert over.route == "long" and over.notes["route"]["default"]
+        assert (short.route, long_.route) == ("short", "long") and short.decision["score"] == 110
+        assert over.route == "long" and over.decision["default"]
 
     def test_buckets_must_grow(self):
         with pytest.raises(Exception, match="must grow"):

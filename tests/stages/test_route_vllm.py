@@ -80,7 +80,7 @@ def test_routes_ledger_tokens_match_the_servers_and_a_dead_small_server_escalate
         batch, res = run_and_record(sts, ctx, led, run_id, SIMPLE + COMPLEX)
     # 1. Each query went where the router said, and only there.
     for s in batch:
-        want = s.notes["route"]["target"]
+        want = s.decision["target"]
         assert s.ok and s.routes == [want], (s.text, s.routes, s.error)
         ends = {c.record.notes["endpoint"] for c in res.calls_for(s) if c.record.stage.startswith("generate:") and "endpoint" in c.record.notes}
         assert ends == {f"{getattr(servers, want).base_url} model={want}"}, (s.text, ends)

@@ -12,7 +12,7 @@ stages:
 
 Targets are the labels of the pipeline's generate stages (``target:``); a stage with a
 ``target`` runs only on the queries routed there. Each query's decision goes to
-``s.notes["route"]`` (``router``, ``target``, ``score``, ``reason``, ``default``) and to the
+``s.decision`` (``router``, ``target``, ``score``, ``reason``, ``default``) and to the
 ledger (``route``, ``route_path``, ``route_score``, ``route_reason``).
 """
 
@@ -74,7 +74,7 @@ class Route(Stage):
             target = d.target or self.params.default
             reason = d.reason if d.target else f"undecided ({d.reason}); default target {self.params.default!r}"
             undecided += d.target is None
-            s.notes["route"] = {"router": self.params.router, "target": target, "score": d.score,
+            s.decision = {"router": self.params.router, "target": target, "score": d.score,
                                 "reason": reason, "default": d.target is None}
             s.branch(self.name, target)
             counts[target] = counts.get(target, 0) + 1
