@@ -8,7 +8,7 @@ eval cache's store). Both implement it explicitly; nothing forwards unknown attr
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ragcost.config.index import IndexConfig
 from ragcost.cost.pricebook import PriceBook
@@ -53,6 +53,12 @@ class StageContext(Protocol):
 
     def store(self) -> DocumentStore:
         """The open document store (chunks, vectors, metadata filters)."""
+
+    def stage_params(self) -> list[dict[str, Any]]:
+        """The pipeline's stages in order, each its type and validated params (defaults filled in) as JSON."""
+
+    def shared(self) -> dict[str, Any]:
+        """Objects a stage builds for another stage of this pipeline (a cache's handle, for its cache_write)."""
 
     def artifact(self) -> LoadedIndex:
         """The built index with its labels and float32 vectors, checked against its fingerprint."""

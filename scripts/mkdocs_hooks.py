@@ -4,7 +4,10 @@
 - ``<!-- generated: yaml KIND -->`` becomes tables of the JSON Schema ``ragcost schema KIND`` writes
   (pipeline, index, pricing; eval and routing from their models, which `ragcost schema` does not write);
 - ``bench/out/*`` (the JSON each benchmark table came from, and its plots) is published beside the
-  pages, so a page links ``bench/out/serve.json`` and shows ``bench/out/serve.svg``.
+  pages, so a page links ``bench/out/serve.json`` and shows ``bench/out/serve.svg``;
+- ``measured/<name>.md``, one generated page per ``bench/out/<name>.json`` (every value it holds, by
+  its path in the JSON, with the command that makes it), and ``measured/index.md`` listing them: the
+  measurements are read from the files the benchmarks wrote, never typed into a page.
 Nothing here touches the network.
 """
 
@@ -27,7 +30,78 @@ def on_files(files, config):
         if p.is_file():
             files.append(File(f"bench/out/{p.name}", src_dir=str(REPO), dest_dir=config["site_dir"],
                               use_directory_urls=config["use_directory_urls"]))
+    for uri, text in measured_pages().items():
+        files.append(File.generated(config, uri, content=text))
     return files
+
+
+# --- measured results ---------------------------------------------------------------------------------
+
+MAX_ROWS = 400  # a page lists at most this many values; the JSON (linked) holds the rest
+# Files whose name says nothing of the benchmark that wrote them.
+WRITTEN_BY = {"index_vs_raw": "python -m bench.index_estimate --docs 400 --repeats 5"}
+
+
+def bench_command(stem: str, data: Any) -> str:
+    """The command that writes ``bench/out/<stem>.json``: its benchmark module, found by the JSON's own name
+    (``benchmark``/``bench``) or the longest bench module name the file's name starts with."""
+    if stem in WRITTEN_BY:
+        return WRITTEN_BY[stem]
+    modules = {p.stem for p in (REPO / "bench").glob("*.py") if p.stem not in ("__init__", "common")}
+    named = data.get("benchmark") or data.get("bench") if isinstance(data, dict) else None
+    if isinstance(named, str) and named in modules:
+        return f"python -m bench.{named}"
+    prefix = max((m for m in modules if stem == m or stem.startswith(m + "_")), key=len, default=None)
+    return f"python -m bench.{prefix}" if prefix else "(no benchmark module of this name)"
+
+
+def flatten(value: Any, path: str = "") -> list[tuple[str, Any]]:
+    """(path, value) for every number, string, boolean and null in ``value``; a short list of scalars is one value."""
+    if isinstance(value, dict):
+        return [row for k, v in value.items() for row in flatten(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(value, list):
+        if len(value) <= 12 and all(not isinstance(v, (dict, list)) for v in value):
+            return [(path, value)]
+        return [row for i, v in enumerate(value) for row in flatten(v, f"{path}[{i}]")]
+    return [(path, value)]
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, float):
+        v = f"{v:.6g}"
+    elif isinstance(v, list):
+        v = ", ".join(_value(x) for x in v)
+    return _cell(v)
+
+
+def measured_page(stem: str, data: Any) -> str:
+    rows = flatten(data)
+    lines = [f"# {stem}", "",
+             f"Generated from [`bench/out/{stem}.json`](../bench/out/{stem}.json), which `{bench_command(stem, data)}` "
+             "wrote; every value below is read from that file when the site is built.", ""]
+    if not rows:
+        return "\n".join(lines + ["The file holds no values.", ""])
+    lines += ["| value | measured |", "|---|---|"]
+    lines += [f"| `{_cell(path) or '(the file)'}` | {_value(v)} |" for path, v in rows[:MAX_ROWS]]
+    if len(rows) > MAX_ROWS:
+        lines += ["", f"{len(rows) - MAX_ROWS:,} more values are in the JSON file."]
+    return "\n".join(lines) + "\n"
+
+
+def measured_pages() -> dict[str, str]:
+    """``measured/<stem>.md`` for each ``bench/out/*.json``, and ``measured/index.md`` listing them."""
+    out: dict[str, str] = {}
+    index = ["# Measured results", "",
+             "One page per JSON file the benchmarks wrote (`bench/out/`), generated when the site is built: what",
+             "each run measured, by its path in the file, and the command that measures it again. The",
+             "[Benchmarks](../benchmarks.md) page says what each benchmark checks and where its targets are.", "",
+             "| file | command | values |", "|---|---|---|"]
+    for p in sorted((REPO / "bench" / "out").glob("*.json")):
+        data = json.loads(p.read_text(encoding="utf-8"))
+        out[f"measured/{p.stem}.md"] = measured_page(p.stem, data)
+        index.append(f"| [{p.stem}]({p.stem}.md) | `{bench_command(p.stem, data)}` | {len(flatten(data)):,} |")
+    out["measured/index.md"] = "\n".join(index) + "\n"
+    return out
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:

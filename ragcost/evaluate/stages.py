@@ -33,6 +33,7 @@ class EvalStageContext:
     def __init__(self, pipeline: Any, cache: Any, loaded: LoadedIndex, index_config: IndexConfig, dim: int) -> None:
         self._pipeline, self._cache, self._loaded = pipeline, cache, loaded
         self._index_config, self._dim = index_config, dim
+        self._shared: dict[str, Any] = {}
 
     @property
     def path(self) -> Path:
@@ -71,6 +72,12 @@ class EvalStageContext:
 
     def artifact(self) -> LoadedIndex:
         return self._loaded
+
+    def stage_params(self) -> list[dict[str, Any]]:
+        return self._pipeline.stage_params()
+
+    def shared(self) -> dict[str, Any]:
+        return self._shared  # this configuration's stages only
 
 
 class StageRunner:

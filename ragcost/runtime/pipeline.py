@@ -36,6 +36,7 @@ class Pipeline:
         self._artifact: Any = None
         self._storage: Optional[tuple[int, int]] = None
         self._resident: Optional[tuple[float, Optional[int]]] = None
+        self._shared: dict[str, Any] = {}
 
     @classmethod
     def load(cls, path: str | Path, judge: bool = True) -> "Pipeline":
@@ -43,6 +44,12 @@ class Pipeline:
         return cls(load_pipeline(path, judge))
 
     # ---- StageContext ----------------------------------------------------------------------
+    def stage_params(self) -> list[dict[str, Any]]:
+        return [{"type": cls.type, **params.model_dump(mode="json")} for cls, params in self.loaded.stage_specs]
+
+    def shared(self) -> dict[str, Any]:
+        return self._shared
+
     @property
     def base(self) -> Path:
         return self.path.parent

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import time
-import weakref
 from pathlib import Path
 from typing import Any, Optional
 
@@ -123,11 +122,9 @@ class CacheParams(StageParams):
         return v
 
 
-_HANDLES: "weakref.WeakKeyDictionary[Any, dict[str, CacheHandle]]" = weakref.WeakKeyDictionary()
-
-
 def pipeline_stages(path: Path) -> list[dict[str, Any]]:
-    """The pipeline file's stages, each validated by its class (so defaults count too), as JSON."""
+    """The pipeline file's stages, each validated by its class (so defaults count too), as JSON: what a loaded
+    pipeline's ``stage_params()`` gives, from the file alone."""
     from ragcost.config.loader import read_yaml
 
     raw = json.loads(json.dumps(read_yaml(path) or {}, default=str))
@@ -219,7 +216,7 @@ class Cache(Stage):
     def warm_up(self) -> None:
         if getattr(self, "handle", None) is not None:
             return
-        stages = pipeline_stages(self.ctx.path)
+        stages = self.ctx.stage_params()
         mine = [i for i, st in enumerate(stages) if st["type"] == "cache" and (st.get("name") or "cache") == self.name]
         writes = [i for i, st in enumerate(stages) if st["type"] == "cache_write" and st.get("cache", "cache") == self.name]
         if not writes or (mine and writes[0] < mine[0]):
@@ -241,7 +238,7 @@ class Cache(Stage):
 
                 handle.words = WordVectors(self.ctx.embedder.embed)
         safely(handle, lambda b: handle.warm())  # unreachable: one warning with the URL, then misses
-        _HANDLES.setdefault(self.ctx, {})[self.name] = handle
+        self.ctx.shared()[f"cache:{self.name}"] = handle
         self.handle = handle
         # The ledger counts these stages' dollars as the cache's own cost (ragcost report).
         self.write_stages = [st.get("name") or st["type"] for i, st in enumerate(stages) if i in writes]
@@ -279,7 +276,7 @@ class Cache(Stage):
         """The version digest entries made now carry (``prune`` drops entries of others)."""
         from ragcost.cache.keys import digest
 
-        return digest(versions_of(self.ctx, pipeline_stages(self.ctx.path)))[:32]
+        return digest(versions_of(self.ctx, self.ctx.stage_params()))[:32]
 
     def run(self, batch: list[QueryState], usage: UsageRecord) -> list[QueryState]:
         h = self.handle
@@ -474,7 +471,7 @@ class CacheWrite(Stage):
     remembers_queries = True
 
     def warm_up(self) -> None:
-        handle = _HANDLES.get(self.ctx, {}).get(self.params.cache)
+        handle = self.ctx.shared().get(f"cache:{self.params.cache}")
         if handle is None:
             raise ConfigError(f"{self.ctx.path}: stage {self.name!r}: no cache stage named {self.params.cache!r} before it; "
                               f"add {{type: cache}} before retrieve, or set cache: to its name")

@@ -139,6 +139,23 @@ class TestInvalidation:
         (tmp_path / "tok.json").write_text('{"added": 1}')
         assert versions_of(Ctx("weights-1", tmp_path), st) != a  # the generator's tokenizer file
 
+    def test_the_stage_reads_its_pipeline_from_the_context_as_the_file_says_it(self, tmp_path):
+        """The cache's version digest comes from ``ctx.stage_params()`` (not the file read again): the same params,
+        defaults filled in, so entries written before stay valid; the handle a cache_write uses is the context's."""
+        from ragcost.runtime.pipeline import Pipeline
+        from ragcost.stages.cache import pipeline_stages
+
+        write_corpus(tmp_path / "kb.jsonl")
+        path = write_pipeline(tmp_path, stages=stages(backend="extractive"))
+        pipe = Pipeline.load(path)
+        try:
+            assert pipe.stage_params() == pipeline_stages(path)
+            other = Pipeline.load(path)
+            assert pipe.shared() is not other.shared()  # two pipelines in one process never share a cache handle
+            other.close()
+        finally:
+            pipe.close()
+
 
 class TestRefusedAtLoad:
     def test_a_cache_after_generate_is_refused_with_file_and_line(self, kb_folder, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -23,6 +24,11 @@ def test_the_site_builds_strictly_offline(tmp_path):
     assert "ragcost index" in cli and "--prune" in cli  # the generated CLI reference is there
     yaml = (site / "reference" / "yaml" / "index.html").read_text(encoding="utf-8")
     assert "exact_below" in yaml and "usd_per_hour" in yaml  # stage params and price book keys
+    embed = json.loads((REPO / "bench" / "out" / "embed.json").read_text(encoding="utf-8"))
+    measured = (site / "measured" / "embed" / "index.html").read_text(encoding="utf-8")
+    assert "python -m bench.embed" in measured and str(embed["ragcost"]["texts_per_s"]) in measured  # read from the JSON
+    listed = (site / "measured" / "index.html").read_text(encoding="utf-8")
+    assert all(p.stem in listed for p in (REPO / "bench" / "out").glob("*.json"))  # a page for every file
     html = "".join(p.read_text(encoding="utf-8") for p in site.rglob("*.html"))
     assert "fonts.googleapis.com" not in html and "fonts.gstatic.com" not in html
 
