@@ -48,8 +48,14 @@ def too_few(n: int) -> str:
 SEARCH_ROW = "retrieve"  # eval's stage row of the index search (its $ is what timing noise moves)
 
 
+def is_search(row: dict) -> bool:
+    """The stage row of the index search: marked ``search`` (a renamed retrieve stage too); a row stored before
+    the mark is found by eval's own name for it."""
+    return bool(row.get("search")) if "search" in row else row.get("stage") == SEARCH_ROW
+
+
 def _search_usd(r: Any) -> float:
-    return sum(s["usd"] for s in r.stages if s["stage"] == SEARCH_ROW)
+    return sum(s["usd"] for s in r.stages if is_search(s))
 
 
 def noise_rel(r: Any) -> float:
@@ -198,7 +204,7 @@ def _row_noise(row: dict) -> float:
     import json
 
     stages = json.loads(row["stages"]) if row.get("stages") else []
-    search = sum(s["usd"] for s in stages if s["stage"] == SEARCH_ROW)
+    search = sum(s["usd"] for s in stages if is_search(s))
     total = row.get("total_usd") or 0.0
     return (row.get("timing_noise") or 0.0) * search / total if total > 0 else 0.0
 

@@ -508,11 +508,11 @@ class _Evaluator:
         embed = UsageRecord(stage="embed", resource=emb_res, wall_seconds=float(self.qv.seconds[:nq].sum()), items=nq,
                             cpu_seconds=self.qv.cpu_seconds(nq),
                             input_tokens=int(self.qv.tokens[:nq].sum()), cached_input_tokens=0)
+        from ragcost.evaluate.intervals import SEARCH_ROW
+
         if served is not None:
             records = [embed, *served.records]  # the embed priced by the query set's one measurement (evaluate.served)
         else:
-            from ragcost.evaluate.intervals import SEARCH_ROW
-
             records = [embed, UsageRecord(stage=SEARCH_ROW, resource=self.pipe.config.resource, wall_seconds=float(search_lat.sum()),
                                           items=nq, cpu_seconds=float(search_cpu.sum())), *extra_records]
         r.index_bytes = int(index.nbytes())
@@ -525,7 +525,8 @@ class _Evaluator:
         r.usd_per_1k_queries = r.total_usd / nq * 1000 if nq else 0.0
         r.usd_per_useful = cost_per_useful(r.total_usd, r.useful)
         r.bytes_per_vector = r.index_bytes / n if n else 0.0
-        r.stages = stage_costs(records, self.book, r.total_usd - sum(cost_of(x, self.book) for x in records), r.useful)
+        r.stages = stage_costs(records, self.book, r.total_usd - sum(cost_of(x, self.book) for x in records), r.useful,
+                               search=(served.search_stage if served is not None else None) or SEARCH_ROW)
         # each stage's dollars spread over the queries by their share of its measured work
         embed_work = self.qv.cpu[:nq] if self.qv.cpu is not None else self.qv.seconds[:nq]
         shares = {"embed": embed_work, "retrieve": search_cpu}
@@ -599,8 +600,11 @@ class _Evaluator:
     def _exact_doc_scores(self, q: np.ndarray, docs: np.ndarray, V: np.ndarray) -> np.ndarray:
         return np.array([float((V[self._doc_rows[d]] @ q).max()) for d in docs], dtype=np.float32)
 
-def stage_costs(records: list[UsageRecord], book: Any, storage_usd: float, useful: int) -> list[dict[str, Any]]:
-    """Per stage (first-seen order), then storage: its dollars and its dollars per useful document.
+def stage_costs(records: list[UsageRecord], book: Any, storage_usd: float, useful: int,
+                search: Optional[str] = None) -> list[dict[str, Any]]:
+    """Per stage (first-seen order), then storage: its dollars and its dollars per useful document. The row of
+    ``search`` (the stage that fetched the hits, whatever the pipeline named it) says ``search: true``: the
+    timing rounds' noise widens its dollars (:mod:`ragcost.evaluate.intervals`).
 
     Every eval query runs every stage, so each stage's useful documents are all of them.
     """
@@ -611,7 +615,8 @@ def stage_costs(records: list[UsageRecord], book: Any, storage_usd: float, usefu
     for x in records:
         usd[x.stage] = usd.get(x.stage, 0.0) + cost_of(x, book)
     usd[STORAGE_STAGE] = storage_usd
-    return [{"stage": name, "usd": v, "useful": useful, "usd_per_useful": cost_per_useful(v, useful)} for name, v in usd.items()]
+    return [{"stage": name, "usd": v, "useful": useful, "usd_per_useful": cost_per_useful(v, useful),
+             **({"search": True} if name == search else {})} for name, v in usd.items()]
 
 
 def results_json(run: EvalRun) -> str:

@@ -57,6 +57,7 @@ class Served:
     skipped: list[str] = field(default_factory=list)  # "stage: why" for each one left out
     extra_storage_bytes: int = 0  # what the served stages keep besides the index: BM25 folders, sentence vectors
     noise: float = 0.0  # the timed passes' spread of total $: (max - min) / median
+    search_stage: Optional[str] = None  # the name of the stage that fetched the hits (a pipeline may rename retrieve)
 
 
 def stage_list(ev: Any, c: Any, extra: Any) -> tuple[list[tuple[type, Any]], list[str]]:
@@ -168,7 +169,8 @@ def measure(ev: Any, c: Any, index: Any, extra: Any, batch: int) -> Served:
     kept = sum(st.backend.index_bytes() for st in built if isinstance(st, Rerank) and isinstance(st.backend, Hybrid))
     if any(isinstance(st, GuardStage) and wants_index_sentences(st.params.checks) for st in built):
         kept += ev.sentence_bytes()  # the grounded check's index-time sentence vectors, as `ragcost index` keeps them
-    return Served(usd, seconds, records, [getattr(st, "name", st.type) for st in built], skipped, int(kept), noise)
+    search = next((st.name for st in built if st.fetches_hits), None)
+    return Served(usd, seconds, records, [getattr(st, "name", st.type) for st in built], skipped, int(kept), noise, search)
 
 
 class _ScratchLedger:

@@ -266,3 +266,30 @@ def test_the_recorded_run_line_never_shows_the_ledgers_password(cli_spec, postgr
     out = capsys.readouterr()
     assert "recorded eval run " in out.out and "postgres:***@" in out.out
     assert "s3cret" not in out.out + out.err
+
+
+class TestTimingNoiseWidensTheSearchRow:
+    """The timing rounds' spread widens the dollars of the stage that fetched the hits, whatever the pipeline named it."""
+
+    def _result(self, stages: list[dict]) -> ConfigResult:
+        r = ConfigResult(name="c", status="ok")
+        r.total_usd, r.timing_noise, r.stages = 10.0, 0.2, stages
+        return r
+
+    def test_a_renamed_retrieve_stage_is_marked_and_widened(self):
+        from ragcost.evaluate.intervals import noise_rel
+        from ragcost.evaluate.run import stage_costs
+        from ragcost.cost.pricebook import load_price_book
+        from ragcost.records import UsageRecord
+
+        rows = [{"stage": "embed", "usd": 1.0}, {"stage": "search", "usd": 4.0, "search": True}, {"stage": "storage", "usd": 5.0}]
+        assert noise_rel(self._result(rows)) == pytest.approx(0.2 * 4.0 / 10.0)
+        marked = stage_costs([UsageRecord(stage="embed", resource="cpu"), UsageRecord(stage="search", resource="cpu")],
+                             load_price_book(REPO / "pricing" / "default.yaml"), 0.0, 1, search="search")
+        assert [r.get("search", False) for r in marked] == [False, True, False]
+
+    def test_a_row_stored_before_the_mark_is_found_by_evals_own_name(self):
+        from ragcost.evaluate.intervals import noise_rel
+
+        rows = [{"stage": "embed", "usd": 1.0}, {"stage": "retrieve", "usd": 4.0}, {"stage": "storage", "usd": 5.0}]
+        assert noise_rel(self._result(rows)) == pytest.approx(0.2 * 4.0 / 10.0)

@@ -42,6 +42,13 @@ def test_every_stage_of_the_pipeline_is_priced_and_named(served):
     assert served.traffic["batch"] == 1 and served.traffic["how"] == "one"
 
 
+def test_the_search_row_is_marked_for_the_timing_noise_even_when_the_pipeline_renames_retrieve(served, tmp_path):
+    assert [s["stage"] for s in served.ok()[0].stages if s.get("search")] == ["retrieve"]
+    stages = [{**st, "name": "search"} if st["type"] == "retrieve" else st for st in STAGES]
+    r = run_eval(load_spec(_spec(tmp_path, stages)), tmp_path / "cache").ok()[0]
+    assert [s["stage"] for s in r.stages if s.get("search")] == ["search"]
+
+
 def test_each_querys_dollars_sum_to_the_configurations(served):
     r = served.ok()[0]
     assert len(r.per_query["usd"]) == r.queries and (r.per_query["usd"] > 0).all()
