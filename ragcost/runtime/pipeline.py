@@ -12,14 +12,16 @@ from ragcost.cost.pricebook import PriceBook
 from ragcost.errors import ConfigError
 from ragcost.records import QueryState
 from ragcost.runtime.load import LoadedPipeline, load_pipeline, resolve
+from ragcost.runtime.pipeline_checks import PipelineChecks
+from ragcost.runtime.pipeline_storage import PipelineStorage
 from ragcost.runtime.runner import RunResult, Runner
 from ragcost.stages.base import Stage
-from ragcost.urls import shown_url, url_problem, without_secrets
 
-RESIDENT_EVERY_S = 1.0  # how often the exact-scan copy's residency is re-read (/proc/self/smaps takes milliseconds)
 
-class Pipeline:
-    """A validated pipeline and the parts it needs; heavy parts load on first use.
+class Pipeline(PipelineChecks, PipelineStorage):
+    """A validated pipeline and the parts it needs; heavy parts load on first use. What `validate` checks is
+    :class:`~ragcost.runtime.pipeline_checks.PipelineChecks`; what it keeps, in bytes and dollars,
+    :class:`~ragcost.runtime.pipeline_storage.PipelineStorage`.
 
     It implements :class:`~ragcost.context.StageContext` explicitly (path, base, resource, dim,
     index_config, index_dir, price_book, embedder, store(), artifact()): that is all a stage sees.
@@ -250,77 +252,6 @@ class Pipeline:
             raise ConfigError(f"{where}: chunking.overlap {ch.overlap} must be smaller than the chunk size {size}; lower it")
         return size, ch.overlap
 
-    def resource_refs(self) -> dict[str, str]:
-        """Price-book resources this pipeline names, with where it names them (for validation)."""
-        refs: dict[str, str] = {self.config.resource: self.loaded.where(["resource"])}
-        if self.config.embed.resource:
-            refs.setdefault(self.config.embed.resource, self.loaded.where(["embed", "resource"]))
-        for i, (_, params) in enumerate(self.loaded.stage_specs):
-            if params.resource:
-                refs.setdefault(params.resource, self.loaded.where(["stages", i, "resource"]))
-        refs.update(self.shard_resource_refs())
-        return refs
-
-    def shard_resource_refs(self) -> dict[str, str]:
-        """The resources shard actors are priced on (``index.serve.resource`` and ``.nodes``), with where."""
-        serve = self.index_config.serve
-        if serve.on != "ray":
-            return {}
-        refs = {serve.resource: self.loaded.where(["index", "serve", "resource"])} if serve.resource else {}
-        for node, name in serve.nodes.items():
-            refs.setdefault(name, self.loaded.where(["index", "serve", "nodes", node]) + f" (index.serve.nodes.{node})")
-        return refs
-
-    def _check_shard_resources(self) -> None:
-        """A shard actor's CPU is priced by the hour: its resource must be a time resource."""
-        from ragcost.cost.pricebook import TimeResource
-
-        for name, where in self.shard_resource_refs().items():
-            res = self.price_book.resource(name, where)
-            if not isinstance(res, TimeResource):
-                raise ConfigError(f"{where}: resource {name!r} is {res.kind}-priced; a shard actor's CPU is priced "
-                                  f"on an instance billed by the hour (kind: time) -- name one of those")
-
-    def check(self) -> None:
-        """Everything `ragcost validate` checks without running: files, price book, resources."""
-        from ragcost.cost.pricebook import check_resources
-
-        check_resources(self.price_book, self.resource_refs())
-        self._check_shard_resources()
-        self._check_source()
-        self._check_store_url()
-        self.embedder.warm_up()  # the embed type and model (a local folder or a packaged model)
-        self.check_dim()
-        self.chunking()  # the chunk size against the model's window
-
-    def _check_source(self) -> None:
-        from ragcost.ingest.readers import reader_registry
-
-        src = self.config.source_config
-        if src.reader is not None and src.reader not in reader_registry:
-            raise ConfigError(f"{self.loaded.where(['source', 'reader'])}: source.reader {src.reader!r} is unknown; "
-                              f"installed: {reader_registry.known()}")
-        if src.path and resolve(self.base, src.path) is None:
-            raise ConfigError(f"{self.loaded.where(['source'])}: source: {src.path!r} not found; fix the path or pass --source")
-
-    def _check_store_url(self) -> None:
-        """The store URL parses and names a store this install has, without opening (or creating) it."""
-        import sqlalchemy as sa
-
-        url = self.config.store_url
-        where = self.loaded.where(["store"])
-        try:
-            backend = sa.engine.make_url(url).get_backend_name()
-            sa.engine.make_url(url).get_dialect()
-        except Exception as e:  # a malformed URL or a driver that is not installed
-            raise ConfigError(f"{where}: store {shown_url(url)!r} cannot be used ({type(e).__name__}: {without_secrets(str(e).splitlines()[0], url)}); "
-                              "example: duckdb:///.ragcost/kb.duckdb or postgresql+psycopg://user@host/db") from None
-        problem = url_problem(url)
-        if problem:
-            raise ConfigError(f"{where}: store {problem}")
-        if backend not in ("duckdb", "postgresql"):
-            raise ConfigError(f"{where}: store {shown_url(url)!r}: no store for {backend!r}; use duckdb:/// or postgresql+psycopg://")
-
     def stages(self) -> list[Stage]:
         """The implicit embed stage, then the pipeline's stages, each built with this pipeline as its context."""
         if self._stages is None:
@@ -354,60 +285,6 @@ class Pipeline:
     def warm_up(self) -> None:
         for s in self.stages():
             s.warm_up()
-
-    def storage_bytes(self) -> tuple[int, int]:
-        """(RAM, disk) bytes by the one storage formula (:mod:`ragcost.cost.storage`): the index, the
-        exact-scan copy unless the index holds it (as far as it is resident in this process: a
-        memory-mapped file is read on use), the BM25 index of a hybrid stage, the store's tables.
-        The folders and tables are measured once per loaded pipeline, the copy's residency at most once a second."""
-        import time
-
-        from ragcost.cost.storage import holds_float32, mapped_resident_bytes, storage_bytes
-
-        m = self.artifact().manifest
-        holds = holds_float32(m.backend, m.kind, m.precision)
-        if self._storage is None:
-            # the grounded check's sentence vectors are charged as the BM25 folder is: RAM and disk
-            self._storage = (self.bm25_bytes() + self.sentence_bytes(), self.store_bytes())
-        if holds:
-            resident = None
-        elif self._resident is not None and time.monotonic() - self._resident[0] < RESIDENT_EVERY_S:
-            resident = self._resident[1]
-        else:  # the mapped exact-scan copy: RAM as far as it is resident now (re-measured at most once a second)
-            resident = mapped_resident_bytes(self.config.index_path / m.vectors_file)
-            self._resident = (time.monotonic(), resident)
-        extra, store = self._storage
-        return storage_bytes(m.index_bytes, m.vector_count, m.dim, m.file_bytes, holds_vectors=holds, bm25_bytes=extra,
-                             store_bytes=store, copy_resident=resident)
-
-    def bm25_bytes(self) -> int:
-        """The BM25 folder of each hybrid re-rank stage (0 without one)."""
-        from ragcost.stages.rerank.hybrid import Hybrid
-        from ragcost.stages.rerank.stage import Rerank
-
-        return sum(st.backend.index_bytes() for st in self.stages() if isinstance(st, Rerank) and isinstance(st.backend, Hybrid))
-
-    def sentence_bytes(self) -> int:
-        """The grounded check's index-time sentence vectors (``<index_dir>/sentences``; 0 without them)."""
-        from ragcost.cost.storage import folder_bytes
-
-        return folder_bytes(self.config.index_path / "sentences")
-
-    def store_bytes(self) -> int:
-        """The store's bytes for this pipeline's own tables (DuckDB file share, or PostgreSQL relation sizes);
-        0 for a store that is not SQL (a plugin), which has no tables to measure here."""
-        from ragcost.cost.storage import table_bytes
-        from ragcost.store.sql import SQLStore
-
-        store = self.store()
-        if not isinstance(store, SQLStore):
-            return 0
-        return table_bytes(store.engine, [t.name for t in store.tables.md.sorted_tables])
-
-    def storage_usd_per_query(self) -> float:
-        from ragcost.cost.compute import storage_cost_per_query
-
-        return storage_cost_per_query(*self.storage_bytes(), self.price_book)
 
     def run(self, states: list[QueryState]) -> RunResult:
         """One batch through every stage, timed and priced; storage is added by the caller."""

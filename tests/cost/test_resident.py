@@ -64,10 +64,11 @@ def test_a_file_not_mapped_is_zero_and_the_whole_copy_is_charged_where_nothing_w
 def test_a_loaded_pipeline_charges_its_copy_as_resident_now(tmp_path, monkeypatch):
     """The wiring: Pipeline.storage_bytes re-reads the copy's residency (an int8 flat index does not hold float32)."""
     from ragcost.runtime import pipeline as P
+    from ragcost.runtime import pipeline_storage
     from ragcost.runtime.indexing import run_index
     from tests.cli.conftest import write_corpus, write_pipeline
 
-    monkeypatch.setattr(P, "RESIDENT_EVERY_S", 0.0)
+    monkeypatch.setattr(pipeline_storage, "RESIDENT_EVERY_S", 0.0)
     write_corpus(tmp_path / "kb.jsonl")
     pipe = P.Pipeline.load(write_pipeline(tmp_path, index={"backend": "faiss", "kind": "flat"},
                                           embed={"model": "all-MiniLM-L6-v2", "batch_size": 16, "precision": "int8"}))
