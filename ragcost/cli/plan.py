@@ -247,12 +247,6 @@ def _index_line(chunks: int, dim: int, precision: str, kind: str, m: int, pq_m: 
             f"by the storage formula query and eval charge")
 
 
-def index_registry_spec(backend: str, kind: str) -> Any:
-    from ragcost.index.check import kind_spec
-
-    return kind_spec(backend, kind)
-
-
 def _measure_pipeline(path: Path) -> Any:
     """The indexed pipeline's chunks, dim, store bytes and an embedding rate measured on its own chunks."""
     from ragcost.runtime.index_estimate import measure_stored
@@ -288,7 +282,9 @@ def _corpus_lines(chunks: int, dim: int, kind: str, shards: int, replicas: int, 
         instance, res, p, why = _cheapest(book, pricing, planned)
     shape = _shape(backend, kind, m, pq_m, nbits)
     name, base = C.backend_kind(kind, backend)
-    checked = index_registry_spec(name, base).size_source
+    from ragcost.index.check import kind_spec
+
+    checked = kind_spec(name, base).size_source
     days = p.embed_seconds / 86400
     return [
         ("Vectors per shard", P.num(p.vectors_per_shard),

@@ -491,11 +491,11 @@ def _build(pipe: Pipeline, index, vectors: np.ndarray, labels: np.ndarray) -> tu
 
     sharded = isinstance(index, ShardedIndex)
     if pipe.config.executor == "ray":
-        from ragcost.runtime.ray_shards import build_graph_shards, build_sharded, trains_in_shards
+        from ragcost.runtime.ray_shards import build_graph_shards, build_sharded
 
         if sharded:
             return build_graph_shards(index, vectors, labels, pipe.config.ray_options)["shards"], True
-        if trains_in_shards(index):
+        if index.builds_in_shards():  # a kind its backend trains once and fills in shards (faiss's IVF on the CPU)
             return build_sharded(index, vectors, labels, pipe.config.ray_options)["shards"], True
     index.build(vectors, labels)
     return (len(index.shards) if sharded else 0), False

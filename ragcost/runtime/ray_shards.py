@@ -23,12 +23,6 @@ from ragcost.config.index import IndexConfig
 from ragcost.config.pipeline import RayOptions
 
 
-def trains_in_shards(index: Any) -> bool:
-    """Whether ``index`` (a VectorIndex) is of a kind its backend builds by training once and adding shards
-    on workers (faiss's IVF kinds on the CPU; a plugin's by declaring ``trained_shards``)."""
-    return index.builds_in_shards()
-
-
 def add_shard(cls: Any, trained: bytes, vectors: np.ndarray, labels: np.ndarray) -> bytes:
     """Run on a worker: the backend's own add of one shard to the trained index."""
     return cls.add_shard(trained, vectors, labels)
