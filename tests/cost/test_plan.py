@@ -83,6 +83,22 @@ class TestCapacity:
         backend = "hnswlib" if kind == "hnsw" else "faiss"
         assert ram == storage_bytes(own, 1000, 384, holds_vectors=holds_float32(backend, kind, "float32"))[0]
 
+    def test_faiss_hnsw_is_the_size_faiss_builds(self):
+        """plan --backend faiss --kind hnsw against faiss's own serialised size of an index ragcost builds."""
+        import faiss
+        import numpy as np
+
+        from ragcost.config.index import IndexConfig
+        from ragcost.index.faiss_index import FaissIndex
+
+        n, dim, M = 5_000, 48, 12
+        x = np.random.default_rng(2).standard_normal((n, dim)).astype("float32")
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        ix = FaissIndex(IndexConfig(backend="faiss", kind="hnsw", build={"M": M, "ef_construction": 40}), dim)
+        ix.build(x, np.arange(n, dtype=np.int64))
+        built = faiss.serialize_index(faiss.downcast_index(ix._cpu_index()).index).nbytes  # the HNSW, less the id map
+        assert index_bytes(n, dim, "float32", "hnsw", M=M, backend="faiss") == pytest.approx(built, rel=0.02)
+
     def test_ivf_pq_is_one_figure_in_both_modes_and_the_size_faiss_builds(self):
         """issue 41 item 5: plan's index mode and corpus mode differed 2x for IVF-PQ (the index mode left out the
         centroids and codebooks). Both are now faiss's own serialized size of a built index, within 5%."""
