@@ -15,8 +15,11 @@ texts differ in
 - **antonyms**: a word on one side whose opposite is on the other (a small lexicon, and opposite
   prefixes over one stem: mutable/immutable, upregulate/downregulate, increase/decrease), comparatives
   and superlatives read by their base (faster/slower, largest/smallest);
-- **order**: the content words both share, written in another order (A than B, B than A); a
-  clause fronted before a comma ("In a for loop, when ...") may move as a block;
+- **order**: two words both share, written in the other order around the same link: the same words
+  between them in both (IL-6 activates STAT3 / STAT3 activates IL-6) or a directional word both have
+  between them (A than B / B than A, str to an int / int to a str, list of dicts / dict of lists).
+  Other word order is style ("is a key in a dict" / "does a dict have the key", "A activates B" / "B is
+  activated by A"); a clause fronted before a comma ("In a for loop, when ...") may move as a block;
 - **content**: any other content words, weighted by their inverse document frequency in the
   corpus (rare words carry meaning; ``work``, ``use``, ``python`` barely do). The sum over the
   symmetric difference must stay within ``max_weight``. A differing word on one side and one on
@@ -139,6 +142,18 @@ def _stem(word: str) -> str:
     return w[:-1] if w.endswith("e") and len(w) > 4 else w
 
 
+# What a question may be wrapped in without changing what it asks: a greeting, thanks, a filler, and the frames that
+# only ask ("can you tell me", "walk me through", "what's the point of", "under what circumstances"). Removed before
+# the words are compared; nothing in them is content.
+_FRAME = re.compile(
+    r"^\s*(?:(?:hi|hey|hello|yo|um+|uh+|so|ok(?:ay)?|quick question|question)\b[\s,:!.-]*)+"
+    r"|(?:[\s,.!?]+(?:thanks|thank you|thx|ty|pls|plz|please|lol|cheers)[\s.!?]*)+$"
+    r"|\b(?:(?:can|could|would) you (?:please )?(?:tell|show|explain to|explain) me|i(?:'d| would) like to (?:know|understand)|"
+    r"i want to (?:know|understand)|walk me through|help me understand|do you know|any idea)\b"
+    r"|\bwhat(?:'s| is) the (?:point|purpose) of\b|\bunder what circumstances\b|\bgive me an overview of\b",
+    re.I)
+KEYWORD_PAIRS = frozenset({("yield", "from"), ("async", "for"), ("async", "with"), ("async", "def")})
+
 # Code keywords that are no English function word (global, nonlocal, lambda, yield, ...): names, not prose.
 CODE_KEYWORDS = frozenset(k.casefold() for k in __import__("keyword").kwlist) - STOPWORDS - NEGATIONS - {"true", "false"}
 _ANTONYM_STEMS = {frozenset((_stem(a), _stem(b))) for a, b in ANTONYMS}
@@ -159,6 +174,7 @@ class Parsed:
     fronted: tuple = ()  # the content stems of a clause fronted before the first comma ("In Python, ...")
     quantifiers: Counter = field(default_factory=Counter)  # QUANTIFIERS' kinds, counted
     units: frozenset = frozenset()  # UNITS' canonical names
+    seq: tuple = ()  # every word in order: content words by stem, names and function words as written (case folded)
 
 
 def _identifier_like(tok: str) -> bool:
@@ -190,6 +206,7 @@ def parse(text: str) -> Parsed:
     if _shouted(text):  # WHAT IS A LAMBDA? is not a sentence of acronyms
         text = text.casefold()
     text = _CANNOT.sub("can not", _CONTRACTION.sub(r"\1 not", text))
+    text = _FRAME.sub(" ", text)  # greetings, thanks and the frames that only ask: no part of the question
     named = {m.group(1).casefold() for m in _NAMED.finditer(text)}
     neg = 0
     numbers: Counter = Counter()
@@ -200,6 +217,7 @@ def parse(text: str) -> Parsed:
     units: set[str] = set()
     raw: dict[str, str] = {}
     order: list[str] = []
+    seq: list[str] = []
     prev: Optional[str] = None  # the previous word, for keyword pairs (yield from, async for, is not)
     for m in _TOKEN.finditer(text):
         if m.group("num") is not None:
@@ -211,10 +229,11 @@ def parse(text: str) -> Parsed:
         tok = re.sub(r"['’]s$", "", m.group("word"))  # an object's identity: the object's word
         low = tok.casefold()
         pair, prev = (prev, low), low
-        if pair[0] in ("yield", "async") and low in PY_KEYWORDS:  # yield from, async for (not "a class in Python")
+        if pair in KEYWORD_PAIRS:  # yield from, async for (not "a class in Python", not "yield and return")
             idents.add(f"{pair[0]} {low}")
         if low in named and low in PY_KEYWORDS:
             idents.add(low)  # the if statement, the in operator: a name, though an English word too
+            seq.append(low)
             if low not in order:
                 order.append(low)
             continue
@@ -225,18 +244,24 @@ def parse(text: str) -> Parsed:
             quants[QUANTIFIERS[low]] += 1  # and on: "all" is also a stopword, "whole" a content word
         if low in UNITS:
             units.add(UNITS[low])
+            seq.append(UNITS[low])  # a unit has its place too: bytes to str / str to bytes
+            if UNITS[low] not in order:
+                order.append(UNITS[low])
             continue
         if low in NUMBER_WORDS:
             numbers[low] += 1
             continue
         if _identifier_like(tok) or low in CODE_KEYWORDS:
             idents.add(low)
+            seq.append(low)
             if low not in order:
                 order.append(low)  # names keep their place too: "in the else clause ... the except clause"
             continue
         if low in STOPWORDS:
+            seq.append(low)
             continue
         stem = _stem(tok)
+        seq.append(low if low in DIRECTIONAL else stem)
         if stem not in _STOP_STEMS:
             words[stem] += 1
             raw.setdefault(stem, low)
@@ -248,7 +273,8 @@ def parse(text: str) -> Parsed:
         written = [re.sub(r"['’]s$", "", w) for w in re.findall(r"[A-Za-z_][\w.'’-]*", head.group(1))]
         inside = {_stem(w) for w in written} | {w.casefold() for w in written}
         fronted = tuple(w for w in order if w in inside)
-    return Parsed(neg, numbers, ops, frozenset(idents), words, raw, tuple(order), fronted, quants, frozenset(units))
+    return Parsed(neg, numbers, ops, frozenset(idents), words, raw, tuple(order), fronted, quants, frozenset(units),
+                  tuple(seq))
 
 
 # A clause fronted before a comma, led by a preposition or subordinator: it may move as a whole.
@@ -270,6 +296,39 @@ def _moved_clause(pa: Parsed, pb: Parsed, shared: set) -> bool:
         if rest_p == rest_q and [seq[i] for i in at] == block and at == list(range(at[0], at[0] + len(at))):
             return True
     return False
+
+
+# A link that reads the same both ways: A and B / B and A (an article beside "and" or "or"; "a" alone is no such link:
+# is a string a sequence / is a sequence a string).
+SYMMETRIC = frozenset("and or a an the".split())
+# Words that give the words on either side their roles: A than B, from A to B, A of B, A before B.
+DIRECTIONAL = frozenset("than to from into onto toward towards vs versus before after over under above below of by "
+                        "against instead rather in on with for at between through via per within inside outside".split())
+
+
+def _swapped_across(pa: Parsed, pb: Parsed, shared: set) -> Optional[tuple[str, str, str]]:
+    """Two shared words written in the other order around the same link: the same words between them in both
+    texts (IL-6 activates STAT3 / STAT3 activates IL-6, is a sequence a string / is a string a sequence), or a
+    directional word both have between them (str to an int / int to a str). Otherwise word order is style:
+    "is a key in a dict" / "does a dict have the key", "the syntax of list comprehensions" / "list comprehension
+    syntax", "A activates B" / "B is activated by A"."""
+    pos_a = {w: i for i, w in reversed(list(enumerate(pa.seq)))}
+    pos_b = {w: i for i, w in reversed(list(enumerate(pb.seq)))}
+    words = [w for w in pa.order if w in shared and w in pos_a and w in pos_b]
+    for i, x in enumerate(words):
+        for y in words[i + 1:]:
+            (ax, ay), (bx, by) = (pos_a[x], pos_a[y]), (pos_b[x], pos_b[y])
+            if (ax < ay) == (bx < by):
+                continue
+            between_a = pa.seq[min(ax, ay) + 1: max(ax, ay)]
+            between_b = pb.seq[min(bx, by) + 1: max(bx, by)]
+            symmetric = set(between_a) <= SYMMETRIC and bool(set(between_a) & {"and", "or"})
+            if between_a and between_a == between_b and not symmetric:  # one link, its two ends swapped
+                return x, y, " ".join(between_a)
+            pivots = set(between_a) & set(between_b) & DIRECTIONAL
+            if pivots:
+                return x, y, sorted(pivots)[0]
+    return None
 
 
 def _bases(w: str) -> set[str]:
@@ -304,22 +363,73 @@ def _opposite(a: str, b: str) -> bool:
     return False
 
 
-class Vocabulary:
-    """Document frequencies of content-word stems in a corpus: what a differing word weighs (its IDF)."""
+_ALPHA = re.compile(r"(?<![\w.])[A-Za-z]+(?![\w.(])")  # a plain word: not part of a name, a number or a call
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+MIN_TYPO_LENGTH = 5  # shorter words have too many neighbours (lust: list, last, just)
 
-    def __init__(self, docs: int, df: dict[str, int]) -> None:
-        self.docs, self.df = docs, df
+
+def _prefixed(a: str, b: str) -> bool:
+    """One word is the other with a negating prefix: synchronous / asynchronous, typical / atypical."""
+    short, long_ = sorted((a, b), key=len)
+    return any(long_ == p + short for p in NEGATING_PREFIXES)
+
+
+def _edits1(w: str) -> set[str]:
+    """Every string one Damerau-Levenshtein edit from ``w`` (a letter dropped, swapped, replaced or added)."""
+    splits = [(w[:i], w[i:]) for i in range(len(w) + 1)]
+    return ({a + b[1:] for a, b in splits if b} | {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+            | {a + c + b[1:] for a, b in splits if b for c in _LETTERS} | {a + c + b for a, b in splits for c in _LETTERS})
+
+
+class Vocabulary:
+    """Document frequencies of content-word stems in a corpus (what a differing word weighs: its IDF), and of
+    its plain words as written (``forms``: what a misspelt word is corrected to)."""
+
+    def __init__(self, docs: int, df: dict[str, int], forms: Optional[dict[str, int]] = None) -> None:
+        self.docs, self.df, self.forms = docs, df, forms or {}
         self._top = math.log(1 + docs)
 
     @classmethod
     def build(cls, texts: Iterable[str]) -> "Vocabulary":
         df: Counter = Counter()
+        forms: Counter = Counter()
         n = 0
         for t in texts:
             n += 1
             p = parse(t or "")
             df.update(set(p.words) | p.identifiers)
-        return cls(n, dict(df))
+            forms.update({w.casefold() for w in _ALPHA.findall(t or "") if len(w) >= MIN_TYPO_LENGTH - 1})
+        return cls(n, dict(df), dict(forms))
+
+    def correct(self, text: str) -> tuple[str, list[tuple[str, str]]]:
+        """``text`` with its misspelt words replaced by the corpus's own spelling, and the (typo, fix) pairs.
+
+        A word is corrected only when it is a plain lower-case-able word of at least ``MIN_TYPO_LENGTH``
+        letters that the corpus never uses (neither the word nor its stem), is no function, negation,
+        quantifier, unit or number word, and exactly one corpus word one edit away is clearly the most
+        used (twice the next): ``gloabl`` -> ``global``, ``asert`` -> ``assert``, ``nonlocl`` -> ``nonlocal``.
+        A name (``__x__``, ``IL-6``, ``camelCase``) and a word the corpus knows are never touched, so a real
+        word is never swapped for another (affect/effect, form/from).
+        """
+        if not self.forms:
+            return text, []
+        fixes: list[tuple[str, str]] = []
+
+        def fix(m: re.Match) -> str:
+            tok = m.group(0)
+            low = tok.casefold()
+            if (len(low) < MIN_TYPO_LENGTH or low in self.forms or _stem(low) in self.df or _identifier_like(tok)
+                    or low in STOPWORDS or low in NEGATIONS or low in QUANTIFIERS or low in UNITS or low in NUMBER_WORDS):
+                return tok
+            near = sorted(((self.forms[c], c) for c in _edits1(low) if c in self.forms and not _prefixed(c, low)),
+                          reverse=True)
+            if not near or (len(near) > 1 and near[0][0] < 2 * near[1][0]):
+                return tok  # unknown, or two spellings about as likely: leave it
+            fixes.append((low, near[0][1]))
+            return near[0][1]
+
+        out = _ALPHA.sub(fix, text)
+        return out, fixes
 
     def idf(self, stem: str) -> float:
         """log(1 + N / df), 0..log(1 + N); an unseen word weighs the most."""
@@ -327,11 +437,12 @@ class Vocabulary:
         return math.log(1 + self.docs / d) if d else self._top
 
     def to_json(self) -> dict:
-        return {"docs": self.docs, "df": self.df}
+        return {"docs": self.docs, "df": self.df, "forms": self.forms}
 
     @classmethod
     def from_json(cls, raw: dict) -> "Vocabulary":
-        return cls(int(raw["docs"]), {str(k): int(v) for k, v in raw["df"].items()})
+        return cls(int(raw["docs"]), {str(k): int(v) for k, v in raw["df"].items()},
+                   {str(k): int(v) for k, v in (raw.get("forms") or {}).items()})
 
 
 @dataclass(frozen=True)
@@ -417,9 +528,11 @@ def compare(a: str, b: str, vocab: Optional[Vocabulary], max_weight: float,
         for y in only_b:
             if _opposite(x, y):
                 return Difference("antonym", (x, y), 0.0)
-    shared = (set(pa.words) & set(pb.words)) | (pa.identifiers & pb.identifiers)
+    shared = (set(pa.words) & set(pb.words)) | (pa.identifiers & pb.identifiers) | (pa.units & pb.units)
     if [w for w in pa.order if w in shared] != [w for w in pb.order if w in shared] and not _moved_clause(pa, pb, shared):
-        return Difference("order", tuple(w for w in pa.order if w in shared), 0.0)  # arterioles > venules, venules > arterioles
+        swap = _swapped_across(pa, pb, shared)
+        if swap is not None:  # arterioles than venules / venules than arterioles
+            return Difference("order", swap, 0.0)
     only_a, only_b = _untypo(pa, pb, only_a, only_b)
     only_a, only_b, matched = _synonyms(pa, pb, only_a, only_b, similar, min_word_similarity)
     differ = only_a | only_b

@@ -193,6 +193,91 @@ class TestSynonymsAndMovedClauses:
     def test_swapped_arguments_and_names_are_still_another_question(self, a, b):
         assert refused(a, b) == "order"
 
+    @pytest.mark.parametrize("a, b", [
+        ("How do I convert a str to an int?", "How do I convert an int to a str?"),
+        ("Is a tuple faster than a list?", "Is a list faster than a tuple?"),
+        ("Does IL-6 activate STAT3?", "Does STAT3 activate IL-6?"),
+        ("Does __init__ run before __new__?", "Does __new__ run before __init__?"),
+        ("How do I make a list of dicts?", "How do I make a dict of lists?"),
+        ("Is a string a sequence?", "Is a sequence a string?"),
+    ])
+    def test_words_swapped_across_a_pivot_both_share_are_another_question(self, a, b):
+        d = compare(a, b, None, 1e9)
+        assert d.family == "order" and len(d.words) == 3  # the two words and the pivot between them
+
+    @pytest.mark.parametrize("a, b", [
+        ("How do I check if a key is in a dict?", "How do I check if a dict has the key?"),
+        ("What is the syntax of list comprehensions?", "What is list comprehension syntax?"),
+        ("Which exceptions can int() raise for a bad string?", "For a bad string, which exceptions can int() raise?"),
+        ("Can a lambda have default arguments?", "Default arguments: can a lambda have them?"),
+        ("Python list sorting: how stable is it?", "How stable is list sorting in Python?"),
+        ("Does IL-6 activate STAT3?", "Is STAT3 activated by IL-6?"),
+    ])
+    def test_word_order_without_a_shared_pivot_is_style(self, a, b):
+        assert compare(a, b, None, 1e9).same and compare(b, a, None, 1e9).same
+
+
+class TestFramesAndLinks:
+    """Greetings, thanks and asking frames are no part of a question; "A and B" reads both ways; a unit has its place."""
+
+    @pytest.mark.parametrize("a, b", [
+        ("How does name resolution work?", "hi how does name resolution work thx"),
+        ("How does the try statement work?", "hey quick question how does the try statement work thanks"),
+        ("How does the with statement work?", "Walk me through how the with statement works."),
+        ("How does the global statement work?", "I'd like to know how the global statement works."),
+        ("What does the raise statement do?", "What is the purpose of the raise statement?"),
+        ("What is the difference between an iterator and an iterable?",
+         "What is the difference between an iterable and an iterator?"),
+        ("What is the difference between return and yield?", "What is the difference between yield and return?"),
+    ])
+    def test_frames_and_coordinated_words_change_nothing(self, a, b):
+        assert compare(a, b, None, 0.0).same and compare(b, a, None, 0.0).same
+
+    @pytest.mark.parametrize("a, b, family", [
+        ("How do I convert bytes to a str?", "How do I convert a str to bytes?", "order"),
+        ("hey, is a tuple faster than a list? thanks", "Is a list faster than a tuple?", "order"),
+        ("What is a floating point literal?", "What is the point of a literal?", "content"),  # "point" outside the frame
+        ("Can you tell me when __exit__ is called?", "When is __enter__ called?", "identifier"),
+    ])
+    def test_what_a_frame_wraps_is_still_compared(self, a, b, family):
+        assert compare(a, b, None, 1.0).family == family
+
+
+class TestTypos:
+    """Misspelt words are corrected to the corpus's own spelling; real words and names never are."""
+
+    CORPUS = ["The global statement declares names global. The assert statement checks a condition.",
+              "The nonlocal statement binds names of an enclosing scope. A dictionary maps keys to values.",
+              "The affect of the effect. A form comes from a list; the last item."] * 3
+
+    def test_the_issues_typos_are_corrected(self):
+        v = Vocabulary.build(self.CORPUS)
+        fixed, fixes = v.correct("What does gloabl do, and asert, and nonlocl in a dictonary?")
+        assert fixed == "What does global do, and assert, and nonlocal in a dictionary?"
+        assert fixes == [("gloabl", "global"), ("asert", "assert"), ("nonlocl", "nonlocal"), ("dictonary", "dictionary")]
+
+    @pytest.mark.parametrize("text", [
+        "What is the effect of the affect?",  # real words of the corpus: never swapped for each other
+        "Does a lust form from a list?",      # too short to judge (lust/list/last)
+        "How does __globl__ work with IL-6?",  # names are not words
+        "What is a zeppelin?",                # unknown, and no corpus word one edit away
+    ])
+    def test_real_words_short_words_names_and_unknowns_are_left(self, text):
+        assert Vocabulary.build(self.CORPUS).correct(text) == (text, [])
+
+    def test_a_word_is_never_corrected_to_its_opposite(self):
+        v = Vocabulary.build(["an asynchronous context manager", "asynchronous iterators"])
+        assert v.correct("a synchronous context manager") == ("a synchronous context manager", [])
+
+    def test_two_equally_likely_spellings_are_left(self):
+        v = Vocabulary.build(["the cater", "the cates"])  # "catex": cater and cates, one edit each, equally used
+        assert v.correct("a catex") == ("a catex", [])
+
+    def test_the_forms_survive_the_json_round_trip(self):
+        v = Vocabulary.build(self.CORPUS)
+        again = Vocabulary.from_json(json.loads(json.dumps(v.to_json())))
+        assert again.correct("gloabl") == v.correct("gloabl") == ("global", [("gloabl", "global")])
+
 
 def test_word_vectors_embed_each_word_once():
     import numpy as np
