@@ -128,7 +128,9 @@ def replay(corpus: str, rows: list[dict], cache_params: Optional[dict] = None, c
                     "false": bool(s.cache) and (served is None or served["group"] != r["group"] or served["tenant"] != r["tenant"]),
                     "refused": [x["family"] for x in (s.cache_trip or {}).get("refused", [])],
                     "hits": [{"doc_id": x.doc_id, "title": x.title} for x in s.hits[:2]],
-                    "ms": (walls.get("cache", 0.0) if s.cache else sum(w for st, w in walls.items() if st != "embed")) * 1000})
+                    "ms": (walls.get("cache", 0.0) if s.cache else sum(w for st, w in walls.items() if st != "embed")) * 1000,
+                    "lookup_ms": walls.get("cache", 0.0) * 1000,
+                    "uncached_ms": None if s.cache else sum(walls.values()) * 1000})
     pipe.close()
     return out
 
@@ -164,9 +166,66 @@ def summary(rows: list[dict]) -> dict[str, Any]:
         "near_miss_same_text_hits": sum(bool(r["cache"]) and not r["false"] for r in near),
         "near_miss_refused_by": dict(Counter(f for r in near for f in r["refused"][:1])),
         "hit_ms": {"p50": p50 and round(p50, 3), "p95": p95 and round(p95, 3)},
+        **_lookup_share(rows),
         "families": families,
         "false_examples": [{"id": r["id"], "text": r["text"], "served_by": r["served_by"]} for r in hits if r["false"]][:10],
     }
+
+
+def _lookup_share(rows: list[dict]) -> dict[str, Any]:
+    """The cache stage's own time per query (hit or miss) against a whole uncached query's (every stage, the
+    query's embedding included): the latency budget is a lookup p50 at most 10% of an uncached query's."""
+    from ragcost.cost.stats import percentiles
+
+    look = [r["lookup_ms"] for r in rows if r.get("lookup_ms") is not None]
+    full = [r["uncached_ms"] for r in rows if r.get("uncached_ms") is not None]
+    if not look or not full:
+        return {}
+    (lp50,), (up50,) = percentiles(look, (50,)), percentiles(full, (50,))
+    return {"lookup_ms_p50": round(lp50, 3), "uncached_query_ms_p50": round(up50, 3),
+            "lookup_share_of_uncached_p50": round(lp50 / up50, 4) if up50 else None}
+
+
+def pair_rows(path: Path, corpora: list[str]) -> list[dict]:
+    """A file of labelled pairs ({corpus, class, family, a, b}) as workload rows: every pair's first question
+    is asked (and cached) first, in a tenant of its own, then its second; a paraphrase (or translation) is
+    right only when served its own pair's answer, a near-miss must miss. A tenant per pair means each pair
+    meets a cache holding its own first question alone (the other pairs cannot serve it)."""
+    pairs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    firsts, seconds = [], []
+    for i, p in enumerate(pairs):
+        if p["corpus"] not in corpora:
+            continue
+        a = {"id": f"p{i}a", "corpus": p["corpus"], "class": "novel", "family": "first", "text": p["a"], "tenant": f"p{i}",
+             "group": f"p{i}a", "after": None, "source": p.get("source", "hand"), "split": path.stem}
+        b = {**a, "id": f"p{i}b", "class": p["class"], "family": p["family"], "text": p["b"], "after": a["id"],
+             "group": a["group"] if p["class"] in ("paraphrase", "cross-language") else f"p{i}b"}
+        firsts.append(a)
+        seconds.append(b)
+    return firsts + seconds
+
+
+def run_pairs(files: list[Path], corpora: list[str], params: Optional[dict], details: Optional[Path]) -> dict[str, Any]:
+    out: dict[str, Any] = {"chain": "retrieve k=20 -> rerank rescore top 5 -> extractive", "cache_params": params or "defaults",
+                           "files": {}}
+    for f in files:
+        got_all = []
+        res = {}
+        for corpus in corpora:
+            rows = pair_rows(f, [corpus])
+            if not rows:
+                continue
+            indexed(corpus).close()
+            got = replay(corpus, rows, params, cache_file="cache-pairs")
+            got_all += got
+            res[corpus] = summary([r for r in got if r["after"]])
+            if details:
+                details.mkdir(parents=True, exist_ok=True)
+                (details / f"{f.stem}-{corpus}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in got))
+        res["all"] = summary([r for r in got_all if r["after"]])
+        res["all"]["lookup"] = _lookup_share(got_all)
+        out["files"][str(f.relative_to(REPO)) if f.is_relative_to(REPO) else str(f)] = res
+    return out
 
 
 def run_bench(corpora: list[str], details: Optional[Path]) -> dict[str, Any]:
@@ -331,10 +390,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--out")
     ap.add_argument("--details", help="a folder: each query's result, per corpus")
     ap.add_argument("--calibrate", action="store_true")
+    ap.add_argument("--pairs", help="comma-separated pair files ({corpus, class, family, a, b} a line) to replay instead")
+    ap.add_argument("--params", help="cache stage params as JSON (default: the stage's defaults)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(REPO))
     corpora = args.corpora.split(",")
-    out = calibrate(corpora) if args.calibrate else run_bench(corpora, Path(args.details) if args.details else None)
+    details = Path(args.details) if args.details else None
+    if args.pairs:
+        out = run_pairs([Path(p).resolve() for p in args.pairs.split(",")], corpora,
+                        json.loads(args.params) if args.params else None, details)
+    else:
+        out = calibrate(corpora) if args.calibrate else run_bench(corpora, details)
     text = json.dumps(out, indent=2, default=str)
     print(text)
     if args.out:

@@ -6,6 +6,7 @@ stages, runtime and CLI all stand on. Cost is computed elsewhere (``ragcost.cost
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
@@ -19,6 +20,12 @@ FINISHED = "finished"  # answered early (a cache hit): later stages skip it, it 
 BLOCKED = "blocked"  # refused (a guard): later stages skip it, it is not a success
 FAILED = "failed"  # a stage could not serve it: later stages skip it
 OUTCOMES = (CONTINUED, BRANCHED, FINISHED, BLOCKED, FAILED)
+
+# Ledger rows that are no stage's call: every query pays its share of them, a cache hit as much as a miss.
+STORAGE_STAGE = "storage"  # the index's amortised storage
+STARTUP_STAGE = "start-up"  # a batch process's CPU before its first query (imports, loading), charged to its queries at exit
+OVERHEAD_STAGE = "overhead"  # ragcost's CPU outside stage calls (parsing, ledger writes, HTTP, idle pools)
+PROCESS_ROWS = (STORAGE_STAGE, STARTUP_STAGE, OVERHEAD_STAGE)
 
 
 @dataclass
@@ -179,6 +186,9 @@ class QueryState:
         # The caller's own id for the query (a `ragcost query --queries` line's ``_id``), kept in the ledger's
         # ``source_id``; the ledger's ``query_id`` is then a fresh one, so a file run twice never collides.
         self.source_id = source_id
+        # The ledger's query_id: the id, or with a caller's own id (or none) a fresh one. Known before the row is
+        # written, so a stage can name the row this query will have (a cache entry names the miss that wrote it).
+        self.ledger_id = id if id and source_id is None else uuid.uuid4().hex
         self.k = k  # hits the retrieve stage fetches
         # Results the request asked for when a re-rank decides the final count (its explicit k): the last re-rank
         # keeps exactly this many, earlier ones at least this many. None: each re-rank keeps its top_n.
@@ -206,7 +216,7 @@ class QueryState:
         self.truncated: Optional[str] = None  # the embedder read only the query's first tokens: says how many
         self.route: Optional[str] = None
         self.routes: list[str] = []
-        self.cache: Optional[dict[str, Any]] = None  # a cache hit: {"tier": exact|semantic, "entry": id, "similarity": x}
+        self.cache: Optional[dict[str, Any]] = None  # a cache hit: {"tier": exact|semantic, "entry": id, "similarity": x, "origin": query id}
         self.usage: list[UsageRecord] = []
         self.outcome = CONTINUED if error is None else FAILED
         self.outcome_stage: Optional[str] = None
@@ -217,7 +227,8 @@ class QueryState:
 
         ``tier`` is exact, semantic or miss; ``verified`` says a fresh retrieval checked the candidate,
         ``sampled`` that the check was of a hit that would otherwise have been served unverified, and
-        ``correct`` what the check found. ``stage`` and ``write_stages`` name the cache's own stages.
+        ``correct`` what the check found. ``stage`` and ``write_stages`` name the cache's own stages; a hit's
+        ``origin`` is the ledger query id of the miss that wrote the entry it served (None: an entry without one).
         None when the query met no cache stage.
         """
         seen = self.cache_trip

@@ -41,11 +41,12 @@ class CacheEntry:
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     question: Optional[str] = None  # the question as asked (after a query guard): what the meaning check compares
     strategy: Any = None  # the retrieval strategy the fresh answer reported
+    origin: Optional[str] = None  # the ledger's query_id of the miss that wrote it: what a hit avoided is that row's
 
     def payload(self) -> str:
         body: dict[str, Any] = {"text": self.text, "answer": self.answer, "citations": self.citations, "hits": self.hits,
                                 "version": self.version}
-        for k in ("question", "strategy"):  # only when set: an entry written before them keeps its checksum
+        for k in ("question", "strategy", "origin"):  # only when set: an entry written before them keeps its checksum
             if getattr(self, k) is not None:
                 body[k] = getattr(self, k)
         return json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=str)
@@ -93,7 +94,7 @@ class CacheEntry:
                     citations=list(p["citations"]), hits=list(p["hits"]), created_at=float(row["created_at"]),
                     expires_at=float(row["expires_at"]), cost=float(row.get("cost") or 0.0),
                     hit_count=int(row.get("hit_count") or 0), version=p.get("version", ""), id=entry_id,
-                    question=p.get("question"), strategy=p.get("strategy"))
+                    question=p.get("question"), strategy=p.get("strategy"), origin=p.get("origin"))
             if not (math.isfinite(e.created_at) and math.isfinite(e.expires_at)):
                 raise BadEntry(entry_id, f"created_at {e.created_at} / expires_at {e.expires_at} is not a finite time")
         except BadEntry:

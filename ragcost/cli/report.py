@@ -26,7 +26,6 @@ def report(
     replica: Optional[str] = typer.Option(None, "--replica", help="Only this serve replica's queries and provisioned hours (serve.replica)."),
 ) -> None:
     """Per stage p50/p95/p99, calls, tokens and $ per query; $ per 1k queries, per success, per useful document."""
-    from ragcost.cache.savings import cache_summary
     from ragcost.cost.report import aggregate, to_csv, to_json, to_rich_table
 
     if json_ and csv_:
@@ -47,7 +46,7 @@ def report(
     _require_ledger(ledger)
     qrows, srows, lives, has_lives = _read(ledger, start, pipeline, tenant, replica)
     rep = aggregate(qrows, srows, since=start, pipeline=pipeline)
-    cache = cache_summary(qrows, srows)
+    cache = cache_value(ledger, qrows, srows, book_path)
     book = price_book_summary(book_path, ledger, pipeline)
     rep.bill = bill_of(book_path, qrows, srows, lives, has_lives, start, tenant).to_dict()
     if json_:
@@ -103,6 +102,21 @@ def price_book_summary(path: Optional[Path], ledger: str, pipeline: Optional[str
         warnings.append(f"warning: the ledger's runs were priced with price book version(s) "
                         f"{', '.join(terminal_safe(v, one_line=True) for v in versions)}; {age['name']} is version {book.version}")
     return {**age, "ledger_versions": versions, "warnings": warnings}
+
+
+def cache_value(url: str, qrows: list[dict], srows: list[dict], book_path: Optional[Path]) -> Optional[dict]:
+    """The cache's value over these rows (:func:`ragcost.cache.savings.cache_summary`): a hit's origin outside them
+    is read from the ledger by id, and false hits are priced at the book's ``wrong_answer_usd``."""
+    from ragcost.cache.savings import cache_summary
+    from ragcost.cost.ledger import Ledger
+    from ragcost.cost.pricebook import default_price_book_path, load_price_book
+
+    def origin_rows(ids: list[str]) -> list[dict]:
+        with Ledger(url, read_only=True) as led:
+            return led.stage_rows(ids)
+
+    book = load_price_book(book_path or default_price_book_path())
+    return cache_summary(qrows, srows, origin_rows, book.wrong_answer_usd)
 
 
 def bill_of(path: Optional[Path], qrows: list[dict], srows: list[dict], lives: list[dict], has_lives: bool,
@@ -171,24 +185,41 @@ def replica_lines(replicas: list[dict]) -> list[str]:
 
 
 def cache_lines(c: dict) -> list[str]:
-    """The cache block under the stage table: hit rates, the false-hit estimate, saved, spent, net."""
-    fh = c["false_hit"]
+    """The cache block under the stage table: hits by tier, the false-hit estimate and its price, avoided, own cost, net."""
+    fh, t = c["false_hit"], c["hits_by_tier"]
+    unverified = t["semantic_unverified"]
     if fh["sampled_checks"]:
         lo, hi = fh["interval_95"]
         false_hit = (f"{fh['wrong']}/{fh['sampled_checks']} sampled checks of unverified hits wrong "
                      f"({fh['rate_unverified']:.2%}, 95% interval {lo:.2%}-{hi:.2%}); served false-hit rate "
                      f"{fh['served_rate']:.2%} ({fh['served_interval_95'][0]:.2%}-{fh['served_interval_95'][1]:.2%})")
-    elif not c["semantic_unverified"]:
+    elif not unverified:
         false_hit = "every semantic hit was verified first (the bound trusted none unverified), so none was served unchecked"
     else:
-        false_hit = (f"{c['semantic_unverified']} semantic hits served unverified and no sampled check of them "
-                     "(verify_share 0?): no estimate")
+        false_hit = f"{unverified} semantic hits served unverified and no sampled check of them (verify_share 0?): no estimate"
+    if not unverified:
+        priced = "false-hit cost $0 (no hit served unverified)"
+    elif fh["expected_usd"] is not None:
+        lo, hi = fh["expected_usd_interval_95"]
+        n_lo, n_hi = fh["expected_interval_95"]
+        priced = (f"false-hit cost {_usd(fh['expected_usd'])} (95% interval {_usd(lo)}-{_usd(hi)}): {fh['expected']:.3g} "
+                  f"expected false hits ({n_lo:.3g}-{n_hi:.3g}) x {_usd(fh['wrong_answer_usd'])} a wrong answer")
+    elif fh["wrong_answer_usd"] is None:
+        priced = "false-hit cost: not priced (set wrong_answer_usd in the price book)"
+    else:
+        priced = "false-hit cost unknown (no sampled check of the unverified hits)"
+    unknown = f", {c['avoided_unknown']} hits' avoided unknown (origin not in the ledger)" if c["avoided_unknown"] else ""
+    net = f"net {_usd(c['net_usd'])}"
+    if c["net_interval_95"] is not None and c["net_interval_95"][0] != c["net_interval_95"][1]:
+        net += f" ({_usd(c['net_interval_95'][0])} to {_usd(c['net_interval_95'][1])})"
+    own = ", ".join(f"{k} {_usd(v)}" for k, v in sorted(c["own_cost_by_stage"].items())) or "none"
     return [
-        f"cache: {c['lookups']} lookups, hit rate {c['hit_rate']:.1%} (exact {c['exact_hit_rate']:.1%}, "
-        f"semantic {c['semantic_hit_rate']:.1%}, {c['semantic_unverified']} of {c['semantic_hits']} semantic served unverified)",
+        f"cache: {c['lookups']} lookups, hit rate {c['hit_rate']:.1%}: {t['exact']} exact, {t['semantic_verified']} "
+        f"semantic verified, {unverified} semantic unverified; {c['misses']} misses",
         f"cache false hits: {false_hit}; {c['verifications']} verifications, {c['verifications_wrong']} wrong",
-        f"cache dollars: saved {_usd(c['saved_usd'])} ({_usd(c['saved_per_hit_usd'])} a hit), spent {_usd(c['spent_usd'])} "
-        f"({', '.join(c['own_stages'])}), net {_usd(c['net_usd'])}: {c['verdict']}",
+        f"cache dollars: avoided {_usd(c['avoided_usd'])} ({_usd(c['avoided_per_hit_usd'])} a hit, the origins' "
+        f"{', '.join(sorted(c['avoided_by_stage'])) or 'skipped stages'}){unknown}; own cost {_usd(c['own_cost_usd'])} ({own}); {priced}",
+        f"cache net: {net}{'' if fh['expected_usd'] is not None else ' (false hits not counted)'}: {c['verdict']}",
     ]
 
 

@@ -184,7 +184,7 @@ def build_bill(qrows: list[dict], srows: list[dict], lifetimes: list[dict], book
                since: Optional[datetime] = None, until: Optional[datetime] = None,
                lifetimes_table: bool = True) -> Bill:
     """The bill of the selected queries and stage rows, with the lifetimes of the processes that ran them."""
-    from ragcost.cost.compute import STARTUP_STAGE, STORAGE_STAGE
+    from ragcost.records import STARTUP_STAGE, STORAGE_STAGE
 
     notes: list[str] = []
     lifetimes = _usable_lifetimes(lifetimes, notes)

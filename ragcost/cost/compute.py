@@ -31,12 +31,10 @@ import uuid
 from typing import Any
 
 from ragcost.cost.pricebook import PriceBook, StorageResource, TimeResource, TokenResource
-from ragcost.records import UsageRecord
+from ragcost.records import STORAGE_STAGE, UsageRecord
 from ragcost.errors import ConfigError, StageError
 
 GIB = 2**30
-STORAGE_STAGE = "storage"
-STARTUP_STAGE = "start-up"  # a batch process's CPU before its first query (imports, loading), charged to its queries at exit
 
 
 def by_cpu_time(record: UsageRecord, res: TimeResource) -> bool:

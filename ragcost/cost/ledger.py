@@ -356,20 +356,25 @@ class Ledger:
         q = q.order_by(queries.c.at, queries.c.query_id)
         with self.engine.connect() as conn:
             qrows = [dict(r._mapping) for r in conn.execute(q)]
-            ids = [r["query_id"] for r in qrows]
-            srows: list[dict] = []
-            for chunk in _chunks(ids, 500):  # bounded IN lists, for PostgreSQL's parameter limit
-                s = sa.select(*self._cols(stage_calls)).where(stage_calls.c.query_id.in_(chunk))
-                srows.extend(dict(r._mapping) for r in conn.execute(s))
         missing_q = [c.name for c in queries.columns if c not in self._cols(queries)]
-        missing_s = [c.name for c in stage_calls.columns if c not in self._cols(stage_calls)]
         for row in qrows:
             row.update(dict.fromkeys(missing_q))
+        return qrows, self.stage_rows([r["query_id"] for r in qrows])
+
+    def stage_rows(self, query_ids: list[str]) -> list[dict]:
+        """The stage rows of these queries, in the order of ``query_ids``, each query's in stage order (an id the
+        ledger does not hold has none)."""
+        srows: list[dict] = []
+        with self.engine.connect() as conn:
+            for chunk in _chunks(list(query_ids), 500):  # bounded IN lists, for PostgreSQL's parameter limit
+                s = sa.select(*self._cols(stage_calls)).where(stage_calls.c.query_id.in_(chunk))
+                srows.extend(dict(r._mapping) for r in conn.execute(s))
+        missing_s = [c.name for c in stage_calls.columns if c not in self._cols(stage_calls)]
         for row in srows:
             row.update(dict.fromkeys(missing_s))
-        order = {qid: i for i, qid in enumerate(ids)}
+        order = {qid: i for i, qid in enumerate(query_ids)}
         srows.sort(key=lambda r: (order[r["query_id"]], r["seq"] if r["seq"] is not None else 0))
-        return qrows, srows
+        return srows
 
     # ---- provisioned capacity: the lifetimes of the processes that held it ----------------------
     def start_lifetime(self, kind: str, pipeline: str, resource: str, run_id: str | None = None,

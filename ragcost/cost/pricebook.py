@@ -18,6 +18,9 @@ server, a hosted vector database on an instance), as a count of instances of a `
 Every hour of a report's window then pays ``count x usd_per_hour`` of that resource, busy or not
 (:mod:`ragcost.cost.bill`). A fleet entry naming an unknown or non-time resource is refused.
 
+A book may declare ``wrong_answer_usd``: what one wrong answer costs its user, the price at which
+``ragcost report`` charges the answer cache's expected false hits (:mod:`ragcost.cache.savings`).
+
 Every price names its ``source`` (a URL or a document, never empty) and the date it was taken
 (``as_of``: its own, else the book's); a date in the future or before 2000 is refused, and a price
 older than the book's ``max_age_days`` (default 365) is reported stale by :func:`book_age`.
@@ -140,6 +143,9 @@ class PriceBook(Strict):
     queries_per_month: Annotated[int, Field(gt=0)]
     resources: dict[str, Resource]
     fleet: dict[str, FleetEntry] = Field(default_factory=dict)  # always-on capacity ragcost does not run
+    wrong_answer_usd: Optional[NonNeg] = Field(None, description="what one wrong answer costs you, $ (a cache's false "
+                                               "hit): `ragcost report` prices the cache's expected false hits with it; "
+                                               "unset: not priced")
     description: Optional[str] = None
 
     _name: str = "<price book>"

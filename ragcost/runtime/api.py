@@ -60,6 +60,7 @@ class Answer:
     cache: Optional[dict[str, Any]] = None  # the ledger's cache column (QueryState.cache_record)
     user: Optional[str] = None  # a label the caller gave (ragcost serve: the OpenAI request's user)
     source_id: Optional[str] = None  # the caller's own id (a --queries line's _id): the ledger's source_id
+    ledger_id: Optional[str] = None  # the ledger's query_id (QueryState.ledger_id); None: the id, or a fresh one with source_id
     useful_judge: Optional[str] = None  # the judge that counted ``useful`` (e.g. "cited")
     partial: Optional[dict[str, Any]] = None  # shards missing from the results (Ray-served shards); None = complete
     records: list[Any] = field(default_factory=list, repr=False)  # the calls' UsageRecords, in ``rows`` order (for spans)
@@ -80,7 +81,8 @@ class Answer:
 
     def ledger_query(self) -> dict[str, Any]:
         # With a caller's id the ledger's query_id is its own (one --queries file run twice never collides).
-        return {"query_id": self.id if self.source_id is None else None, "source_id": self.source_id,
+        query_id = self.ledger_id or (self.id if self.source_id is None else None)
+        return {"query_id": query_id, "source_id": self.source_id,
                 "useful_judge": self.useful_judge, "text": self.text, "ok": self.ok, "useful": self.useful,
                 "retrieved": len(self.hits), "error": self.error, "outcome": self.outcome,
                 "outcome_stage": self.outcome_stage, "route": self.route, "tenant": self.tenant, "cache": self.cache,
@@ -277,7 +279,7 @@ class Session:
                 error=s.error, outcome=s.outcome, tenant=s.tenant, useful=useful_count(self.pipe, s) if s.ok else 0,
                 rows=rows, notes=s.facts(), route=s.route, route_fields=s.route_fields(), outcome_stage=s.outcome_stage,
                 cache=s.cache_record(), partial=s.partial, records=records, generation=dict(s.generation),
-                source_id=s.source_id, useful_judge=judge,
+                source_id=s.source_id, ledger_id=s.ledger_id, useful_judge=judge,
                 strategy=next((c.record.strategies for c in res.calls if c.serves(s) and c.record.strategies), None)
                 or ({s.strategy: 1} if s.cache and s.strategy else None)))
         return res, out

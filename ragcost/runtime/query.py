@@ -214,10 +214,9 @@ def _close_at_exit(url: str, run_id: str, life: str, stopping_at, query_ids: lis
                    resource: str, book) -> None:
     """At the exit of a batch process: its start-up CPU and the CPU after its last query (ledger writes, output,
     this) as two calls shared by the run's queries, then its lifetime closed now, shutdown from ``stopping_at``."""
-    from ragcost.cost.compute import STARTUP_STAGE, stage_row
+    from ragcost.cost.compute import stage_row
     from ragcost.cost.ledger import Ledger
-    from ragcost.records import UsageRecord
-    from ragcost.runtime.runner import OVERHEAD_STAGE
+    from ragcost.records import OVERHEAD_STAGE, STARTUP_STAGE, UsageRecord
 
     ledger = Ledger(url)  # opening it is part of the tail, so claimed after
     try:

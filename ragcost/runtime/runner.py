@@ -22,7 +22,7 @@ from typing import Optional, Sequence
 from ragcost.cost.compute import cost_of, new_id
 from ragcost.cost.pricebook import PriceBook
 from ragcost.errors import RagcostError, StageError
-from ragcost.records import QueryState, UsageRecord
+from ragcost.records import OVERHEAD_STAGE, QueryState, UsageRecord
 from ragcost.runtime.cpu import METER
 from ragcost.stages.base import Stage
 
@@ -56,9 +56,6 @@ class RunResult:
 
     def calls_for(self, s: QueryState) -> list[StageCall]:
         return [c for c in self.calls if c.serves(s)]
-
-
-OVERHEAD_STAGE = "overhead"
 
 
 def overhead_call(states: list[QueryState], resource: str, book: PriceBook) -> Optional[StageCall]:

@@ -62,6 +62,7 @@ MIN_WORD_SIMILARITY = 0.5
 COSMETIC = frozenset({"name", "resource", "label", "concurrency", "batch_window_ms", "timeout_s", "connect_timeout_s",
                       "read_timeout_s", "retry", "api_key_env", "stream", "continuous_usage", "fetch_text"})
 CACHE_TYPES = ("cache", "cache_write")
+VOCABULARY_FORMAT = 2  # 2: the corpus's word forms too (typo correction)
 
 
 class NormaliseParams(Strict):
@@ -96,6 +97,9 @@ class CacheParams(StageParams):
     min_word_similarity: float = Field(MIN_WORD_SIMILARITY, ge=-1, le=2, description="two differing words whose vectors "
                                        "(each word embedded alone by the pipeline's embedder) are this similar count as "
                                        "synonyms and weigh nothing (above 1: off)")
+    correct_typos: bool = Field(True, description="before the semantic tier, correct misspelt words to the corpus's own "
+                                "spelling (a word the corpus never uses, one edit from one it clearly does) and embed the "
+                                "corrected question again")
 
     @field_validator("max_false_hit_rate", "confidence")
     @classmethod
@@ -177,7 +181,7 @@ def _vocabulary(ctx, index_fingerprint: Any):
     path = Path(ctx.index_dir) / "cache-vocabulary.json"
     try:
         raw = json.loads(path.read_text())
-        if raw.get("index") == tag:
+        if raw.get("index") == tag and raw.get("format") == VOCABULARY_FORMAT:
             return Vocabulary.from_json(raw)
     except (OSError, ValueError, KeyError, TypeError):
         pass  # absent or unreadable: count again
@@ -186,7 +190,7 @@ def _vocabulary(ctx, index_fingerprint: Any):
     try:
         from ragcost.atomic import write_files
 
-        body = json.dumps({"index": tag, **vocab.to_json()}, separators=(",", ":"))
+        body = json.dumps({"index": tag, "format": VOCABULARY_FORMAT, **vocab.to_json()}, separators=(",", ":"))
         write_files(path.parent, {path.name: lambda p: p.write_text(body)})
     except OSError:
         pass  # a read-only index folder: count again next time
@@ -286,6 +290,8 @@ class Cache(Stage):
         if not h.down or now - h.refreshed_at >= h.params.refresh_s:  # down: probe again at most every refresh_s
             safely(h, lambda b: h.refresh(force=h.down))
         to_verify: list[tuple[QueryState, CacheEntry, float, bool]] = []
+        self._lookups: dict[int, tuple[str, Optional[np.ndarray]]] = {}  # this batch's corrected questions
+        self._full: dict[int, Optional[np.ndarray]] = {}  # and their full-dimension vectors, when corrected
         if h.down:  # the backend is unreachable: the mirror cannot be confirmed, so every query misses
             counts["miss"] = len(batch)
             usage.notes["cache"] = {**counts, "backend_down": True}
@@ -329,6 +335,28 @@ class Cache(Stage):
         usage.notes["cache"] = counts
         return batch
 
+    def _asked(self, s: QueryState) -> tuple[str, Optional[np.ndarray]]:
+        """The question the semantic tier compares, and its vector: the query with misspelt words corrected to the
+        corpus's own spelling (``gloabl`` -> ``global``), embedded again when a word changed; else as asked."""
+        got = self._lookups.get(id(s))
+        if got is not None:
+            return got
+        h = self.handle
+        vocab = getattr(h, "vocabulary", None)
+        text, vector = s.text, s.vector
+        if h.params.correct_typos and vocab is not None and vector is not None:
+            fixed, fixes = vocab.correct(s.text)
+            if fixes:
+                from ragcost.embed.reduce import truncate
+
+                emb = self.ctx.embedder
+                full = np.asarray(emb.embed_queries([fixed]) if hasattr(emb, "embed_queries") else emb.embed([fixed]))
+                text, vector = fixed, np.asarray(truncate(full, self.ctx.dim)[0], np.float32)
+                self._full[id(s)] = full[0] if len(vector) < full.shape[1] else None
+                s.cache_trip["corrected"] = [list(f) for f in fixes]
+        self._lookups[id(s)] = (text, vector)
+        return text, vector
+
     def _candidate(self, s: QueryState, scope: str, now: float) -> Optional[tuple[CacheEntry, float]]:
         """The most similar cached question that is the same question (the meaning check), if any.
 
@@ -336,9 +364,10 @@ class Cache(Stage):
         ``verify_alternates`` more above ``min_similarity`` are tried; a refusal is noted with its family.
         """
         h = self.handle
-        if s.vector is None:
+        _, vector = self._asked(s)
+        if vector is None:
             return None
-        for n, (entry_id, sim) in enumerate(h.index.ranked(scope, s.vector, h.params.verify_alternates + 1)):
+        for n, (entry_id, sim) in enumerate(h.index.ranked(scope, vector, h.params.verify_alternates + 1)):
             if n and sim < h.params.min_similarity:
                 break
             entry = h.live(entry_id, now)
@@ -360,7 +389,8 @@ class Cache(Stage):
         from ragcost.cache.meaning import compare
 
         stored = e.question if e.question is not None else e.text
-        asked = s.text if e.question is not None else h.normalise(s.text)
+        text, _ = self._asked(s)
+        asked = text if e.question is not None else h.normalise(text)
         words = getattr(h, "words", None)
         d = compare(stored, asked, vocab, h.params.max_differing_weight, words and words.similar, h.params.min_word_similarity)
         if d.same:
@@ -371,10 +401,11 @@ class Cache(Stage):
     def _verify(self, items: list[tuple[QueryState, CacheEntry, float, bool]], counts: dict[str, Any]) -> None:
         """Re-run retrieval for these candidates (one batched call); serve those whose basis holds."""
         h = self.handle
-        fresh = [QueryState(text=s.text, id=s.id, k=s.k, filter=s.filter, vector=s.vector, tenant=s.tenant, keep=s.keep)
-                 for s, *_ in items]
+        # The question as corrected (a typo fixed) is the one checked: its retrieval is the basis a hit must share.
+        fresh = [QueryState(text=self._asked(s)[0], id=s.id, k=s.k, filter=s.filter, vector=self._asked(s)[1], tenant=s.tenant,
+                            keep=s.keep) for s, *_ in items]
         for f, (s, *_) in zip(fresh, items):
-            f.full_vector = s.full_vector
+            f.full_vector = self._full[id(s)] if id(s) in self._full else s.full_vector
         t0 = time.perf_counter()
         h.verifier.run(fresh, UsageRecord(stage="cache-verify", resource=self.resource, items=len(fresh)))
         counts["verify_seconds"] += time.perf_counter() - t0
@@ -406,10 +437,11 @@ class Cache(Stage):
         hit would serve unverified.
         """
         h = self.handle
-        if not h.params.verify_alternates or s.vector is None:
+        _, vector = self._asked(s)
+        if not h.params.verify_alternates or vector is None:
             return None
         now = time.time()
-        for entry_id, sim in h.index.ranked(s.cache_trip["scope"], s.vector, h.params.verify_alternates + 1):
+        for entry_id, sim in h.index.ranked(s.cache_trip["scope"], vector, h.params.verify_alternates + 1):
             if entry_id == tried:
                 continue
             if sim < h.params.min_similarity:
@@ -434,7 +466,7 @@ class Cache(Stage):
                   for x in e.hits]
         if e.strategy is not None:
             s.strategy = e.strategy
-        s.cache = {"tier": tier, "entry": e.id, "similarity": round(sim, 6), "verified": verified}
+        s.cache = {"tier": tier, "entry": e.id, "similarity": round(sim, 6), "verified": verified, "origin": e.origin}
         s.finish(self.name, answer=e.answer, citations=e.citations)
         e.hit_count += 1
         self.handle.touched.append(e.id)  # written with the next refresh, in one transaction
@@ -497,7 +529,7 @@ class CacheWrite(Stage):
                                vector=None if s.vector is None else np.asarray(s.vector, np.float32),
                                answer=s.answer, citations=list(s.citations), hits=[_stored_hit(x) for x in s.hits],
                                created_at=now, expires_at=now + h.params.ttl_s, cost=_answer_cost(s), version=h.version,
-                               question=pending.get("question"), strategy=s.strategy)
+                               question=pending.get("question"), strategy=s.strategy, origin=s.ledger_id)
             if h.down:
                 continue  # the backend is unreachable: the lookup stage probes it again, not every write
             safely(h, lambda b: b.put(entry))

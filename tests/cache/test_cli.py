@@ -19,6 +19,8 @@ def test_stats_prune_and_clear(kb_folder, capsys):
     path = kb_folder / "kb.yaml"
     code, out, _ = run_cli(capsys, "cache", "stats", path)
     assert code == 0 and json.loads(out)["live"] == 2
+    # no query was recorded in a ledger: no value block, and the note says why
+    assert json.loads(out)["value"] is None and "no ledger in" in json.loads(out)["value_note"]
     # another prompt template: the two entries are unreachable from it, and prune removes them
     write_pipeline(kb_folder, stages=stages(sentences=1))
     code, out, _ = run_cli(capsys, "cache", "stats", path)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ragcost.cache import Normaliser, ThresholdLearner, exact_key, scope_key, wilson_upper
@@ -84,3 +86,25 @@ def test_a_false_hit_rate_outside_the_open_unit_interval_is_refused(bad):
 def test_an_unknown_backend_is_refused_naming_the_known_ones():
     with pytest.raises(ValueError, match="unknown cache backend 'memcached'; installed: sql, redis"):
         CacheParams(backend="memcached")
+
+
+class TestEntryOrigin:
+    def _entry(self, **kw):
+        import numpy as np
+
+        from ragcost.cache import CacheEntry
+
+        return CacheEntry(scope="s", key="k", text="q", vector=np.ones(4, np.float32), answer="a", citations=["d1"],
+                          hits=[{"label": 1, "doc_id": "d1", "score": 0.9}], created_at=1.0, expires_at=2.0, id="e1", **kw)
+
+    def _stored(self, e):
+        return {"id": e.id, "scope": e.scope, "key": e.key, "created_at": e.created_at, "expires_at": e.expires_at,
+                "payload": e.payload(), "vector": e.vector_bytes(), "checksum": e.checksum()}
+
+    def test_the_miss_that_wrote_an_entry_is_stored_with_it_and_an_entry_without_one_keeps_its_checksum(self):
+        from ragcost.cache import CacheEntry
+
+        plain, made = self._entry(), self._entry(origin="0f" * 16)
+        assert "origin" not in json.loads(plain.payload())  # an entry written without one: the same bytes as before
+        assert CacheEntry.from_stored(self._stored(plain)).origin is None
+        assert CacheEntry.from_stored(self._stored(made)).origin == "0f" * 16 and made.checksum() != plain.checksum()
