@@ -235,7 +235,8 @@ class QueryState:
         if not isinstance(seen, dict) or "stage" not in seen:
             return dict(self.cache) if self.cache else None
         cand = seen.get("candidate") or {}
-        own = {"stage": seen["stage"], "write_stages": list(seen.get("write_stages") or [])}
+        own = {"stage": seen["stage"], "write_stages": list(seen.get("write_stages") or []),
+               **({"corrected": seen["corrected"]} if seen.get("corrected") else {})}
         if self.cache:  # a check, if any, is of the nearest candidate (an alternate may have answered)
             return {**self.cache, **own, "sampled": bool(cand.get("sampled")),
                     "correct": cand.get("correct") if cand.get("judged") else None}

@@ -16,10 +16,11 @@ texts differ in
   prefixes over one stem: mutable/immutable, upregulate/downregulate, increase/decrease), comparatives
   and superlatives read by their base (faster/slower, largest/smallest);
 - **order**: two words both share, written in the other order around the same link: the same words
-  between them in both (IL-6 activates STAT3 / STAT3 activates IL-6) or a directional word both have
-  between them (A than B / B than A, str to an int / int to a str, list of dicts / dict of lists).
-  Other word order is style ("is a key in a dict" / "does a dict have the key", "A activates B" / "B is
-  activated by A"); a clause fronted before a comma ("In a for loop, when ...") may move as a block;
+  between them in both, or a directional word or another shared word both have between them (A than
+  B / B than A, str to an int / int to a str, list of dicts / dict of lists, IL-6 activates STAT3 /
+  STAT3 activates IL-6). Other word order is style ("is a key in a dict" / "does a dict have the
+  key", "between A and B" / "between B and A"); a clause fronted before a comma ("In a for loop,
+  when ...") may move as a block;
 - **content**: any other content words, weighted by their inverse document frequency in the
   corpus (rare words carry meaning; ``work``, ``use``, ``python`` barely do). The sum over the
   symmetric difference must stay within ``max_weight``. A differing word on one side and one on
@@ -71,6 +72,7 @@ QUANTIFIERS = {
     "both": "both", "either": "either",
     **dict.fromkeys(("only", "solely", "exclusively"), "exclusive"),
     **dict.fromkeys(("most", "majority"), "most"), **dict.fromkeys(("few", "minority"), "few"),
+    **dict.fromkeys(("many", "several", "numerous", "multiple"), "many"),
 }
 # Number bases and units: the same number in another base or unit is another question. Spellings of one unit
 # share a canonical name (hex = hexadecimal, ms = millisecond); plurals are read by their stem.
@@ -146,8 +148,10 @@ def _stem(word: str) -> str:
 # only ask ("can you tell me", "walk me through", "what's the point of", "under what circumstances"). Removed before
 # the words are compared; nothing in them is content.
 _FRAME = re.compile(
-    r"^\s*(?:(?:hi|hey|hello|yo|um+|uh+|so|ok(?:ay)?|quick question|question)\b[\s,:!.-]*)+"
-    r"|(?:[\s,.!?]+(?:thanks|thank you|thx|ty|pls|plz|please|lol|cheers)[\s.!?]*)+$"
+    r"^\s*(?:(?:hi|hey|hello|yo|um+|uh+|so|ok(?:ay)?|quick (?:question|q)|question)\b[\s,:!.-]*)+"
+    r"|(?:[\s,.!?]+(?:thanks|thank you|thx|ty|pls|plz|please|lol|cheers|right)[\s.!?]*)+$"
+    r"|^\s*(?:is there (?:any )?evidence that|is it true that|does the evidence show that|"
+    r"(?:tell me|can you check|check) (?:whether|if))\b"
     r"|\b(?:(?:can|could|would) you (?:please )?(?:tell|show|explain to|explain) me|i(?:'d| would) like to (?:know|understand)|"
     r"i want to (?:know|understand)|walk me through|help me understand|do you know|any idea)\b"
     r"|\bwhat(?:'s| is) the (?:point|purpose) of\b|\bunder what circumstances\b|\bgive me an overview of\b",
@@ -308,10 +312,12 @@ DIRECTIONAL = frozenset("than to from into onto toward towards vs versus before 
 
 def _swapped_across(pa: Parsed, pb: Parsed, shared: set) -> Optional[tuple[str, str, str]]:
     """Two shared words written in the other order around the same link: the same words between them in both
-    texts (IL-6 activates STAT3 / STAT3 activates IL-6, is a sequence a string / is a string a sequence), or a
-    directional word both have between them (str to an int / int to a str). Otherwise word order is style:
-    "is a key in a dict" / "does a dict have the key", "the syntax of list comprehensions" / "list comprehension
-    syntax", "A activates B" / "B is activated by A"."""
+    texts (is a sequence a string / is a string a sequence), or a directional word or another shared word both
+    have between them (str to an int / int to a str; antibody targeting of N-cadherin inhibits metastasis /
+    metastasis inhibits antibody targeting of N-cadherin). Otherwise word order is style: "is a key in a dict" /
+    "does a dict have the key", "the syntax of list comprehensions" / "list comprehension syntax", "the
+    difference between A and B" / "between B and A". A passive rewording ("B is activated by A") is refused
+    too: the rule cannot tell it from a role swap, and a refusal costs a miss, not a wrong answer."""
     pos_a = {w: i for i, w in reversed(list(enumerate(pa.seq)))}
     pos_b = {w: i for i, w in reversed(list(enumerate(pb.seq)))}
     words = [w for w in pa.order if w in shared and w in pos_a and w in pos_b]
@@ -325,7 +331,7 @@ def _swapped_across(pa: Parsed, pb: Parsed, shared: set) -> Optional[tuple[str, 
             symmetric = set(between_a) <= SYMMETRIC and bool(set(between_a) & {"and", "or"})
             if between_a and between_a == between_b and not symmetric:  # one link, its two ends swapped
                 return x, y, " ".join(between_a)
-            pivots = set(between_a) & set(between_b) & DIRECTIONAL
+            pivots = set(between_a) & set(between_b) & (DIRECTIONAL | shared)
             if pivots:
                 return x, y, sorted(pivots)[0]
     return None

@@ -200,6 +200,9 @@ class TestSynonymsAndMovedClauses:
         ("Does __init__ run before __new__?", "Does __new__ run before __init__?"),
         ("How do I make a list of dicts?", "How do I make a dict of lists?"),
         ("Is a string a sequence?", "Is a sequence a string?"),
+        ("Monoclonal antibody targeting of N-cadherin inhibits metastasis.",
+         "Metastasis inhibits monoclonal antibody targeting of N-cadherin."),
+        ("Activation of PPM1D suppresses p53 function.", "p53 function suppresses activation of PPM1D."),
     ])
     def test_words_swapped_across_a_pivot_both_share_are_another_question(self, a, b):
         d = compare(a, b, None, 1e9)
@@ -210,8 +213,6 @@ class TestSynonymsAndMovedClauses:
         ("What is the syntax of list comprehensions?", "What is list comprehension syntax?"),
         ("Which exceptions can int() raise for a bad string?", "For a bad string, which exceptions can int() raise?"),
         ("Can a lambda have default arguments?", "Default arguments: can a lambda have them?"),
-        ("Python list sorting: how stable is it?", "How stable is list sorting in Python?"),
-        ("Does IL-6 activate STAT3?", "Is STAT3 activated by IL-6?"),
     ])
     def test_word_order_without_a_shared_pivot_is_style(self, a, b):
         assert compare(a, b, None, 1e9).same and compare(b, a, None, 1e9).same
@@ -236,6 +237,7 @@ class TestFramesAndLinks:
     @pytest.mark.parametrize("a, b, family", [
         ("How do I convert bytes to a str?", "How do I convert a str to bytes?", "order"),
         ("hey, is a tuple faster than a list? thanks", "Is a list faster than a tuple?", "order"),
+        ("Mutations in GNB2 are present in many cancers.", "Mutations in GNB2 are present in few cancers.", "quantifier"),
         ("What is a floating point literal?", "What is the point of a literal?", "content"),  # "point" outside the frame
         ("Can you tell me when __exit__ is called?", "When is __enter__ called?", "identifier"),
     ])

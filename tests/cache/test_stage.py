@@ -63,6 +63,24 @@ class TestHits:
         assert para.cache is None and "candidate" not in para.cache_trip
         assert para.cache_trip["refused"][0]["family"] == "content" and "account" in para.cache_trip["refused"][0]["words"]
 
+    def test_a_misspelt_question_is_looked_up_and_checked_as_the_corpus_spells_it(self, fresh):
+        first = ask(fresh)
+        typo = ask(fresh, "How do I reset my pasword?")
+        assert typo.cache_trip["corrected"] == [["pasword", "password"]]
+        assert typo.cache is not None and typo.cache["tier"] == "semantic" and typo.cache["verified"] is True
+        assert typo.answer == first.answer and typo.cache_record()["corrected"] == [["pasword", "password"]]
+
+    def test_without_typo_correction_the_misspelt_question_misses(self, kb_folder):
+        pipe = pipeline(kb_folder, stages=[{"type": "cache", "correct_typos": False}, *CACHED[1:]])
+        pipe.warm_up()
+        pipe.stage("cache").handle.backend.clear()
+        try:
+            ask(pipe)
+            typo = ask(pipe, "How do I reset my pasword?")
+            assert typo.cache is None and "corrected" not in typo.cache_trip
+        finally:
+            pipe.close()
+
     def test_a_different_question_is_a_miss(self, fresh):
         ask(fresh)
         other = ask(fresh, "What are the API rate limits?")
