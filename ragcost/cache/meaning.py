@@ -121,12 +121,12 @@ ANTONYMS = [
     ("quick", "slow"), ("quickly", "slowly"), ("efficient", "inefficient"), ("mutable", "immutable"),
     ("ascending", "descending"), ("ascend", "descend"), ("forward", "backward"), ("forwards", "backwards"),
     ("min", "max"), ("least", "most"), ("fewest", "most"), ("worst", "best"), ("earliest", "latest"),
-    ("union", "intersection"), ("sender", "receiver"), ("client", "server"), ("parent", "child"),
+    ("union", "intersection"), ("top", "bottom"), ("topmost", "bottommost"), ("above", "below"), ("sender", "receiver"), ("client", "server"), ("parent", "child"),
     ("superclass", "subclass"), ("caller", "callee"), ("upper", "lower"), ("uppercase", "lowercase"),
 ]
 # Opposite prefixes over one stem: im-mutable, un-bound, up/down-regulate, hyper/hypo-, over/under-.
 NEGATING_PREFIXES = ("un", "in", "im", "il", "ir", "dis", "non", "non-", "a", "de", "anti", "counter")
-PAIRED_PREFIXES = [("up", "down"), ("over", "under"), ("pre", "post"), ("hyper", "hypo"), ("in", "de"),
+PAIRED_PREFIXES = [("up", "down"), ("top", "bottom"), ("over", "under"), ("pre", "post"), ("hyper", "hypo"), ("in", "de"),
                    ("inter", "intra"), ("max", "min"), ("upper", "lower"), ("en", "dis"), ("inc", "dec"), ("pro", "anti")]
 _SUFFIXES = ("ations", "ation", "ingly", "ings", "ing", "edly", "ed", "es", "s", "ly")
 
@@ -223,6 +223,9 @@ def parse(text: str) -> Parsed:
     order: list[str] = []
     seq: list[str] = []
     prev: Optional[str] = None  # the previous word, for keyword pairs (yield from, async for, is not)
+    # One-letter names: a capital letter after the first word (class A, the B isoform), and any letter a code
+    # span uses as a name (`a and b`): there, and everywhere else in the text, the letter is a name, not "a".
+    letters = {w for span in re.findall(r"`([^`]*)`", text) for w in re.findall(r"(?<![\w.])[A-Za-z](?![\w(])", span)}
     for m in _TOKEN.finditer(text):
         if m.group("num") is not None:
             numbers[m.group("num").replace(",", "")] += 1
@@ -233,6 +236,13 @@ def parse(text: str) -> Parsed:
         tok = re.sub(r"['’]s$", "", m.group("word"))  # an object's identity: the object's word
         low = tok.casefold()
         pair, prev = (prev, low), low
+        if len(tok) == 1 and (tok in letters or (tok.isupper() and tok != "I" and text[: m.start()].strip())):
+            name = f"<{tok}>"  # one-letter names: their order matters (is A the superclass of B)
+            idents.add(name)
+            seq.append(name)
+            if name not in order:
+                order.append(name)
+            continue
         if pair in KEYWORD_PAIRS:  # yield from, async for (not "a class in Python", not "yield and return")
             idents.add(f"{pair[0]} {low}")
         if low in named and low in PY_KEYWORDS:
@@ -318,9 +328,20 @@ def _swapped_across(pa: Parsed, pb: Parsed, shared: set) -> Optional[tuple[str, 
     "does a dict have the key", "the syntax of list comprehensions" / "list comprehension syntax", "the
     difference between A and B" / "between B and A". A passive rewording ("B is activated by A") is refused
     too: the rule cannot tell it from a role swap, and a refusal costs a miss, not a wrong answer."""
-    pos_a = {w: i for i, w in reversed(list(enumerate(pa.seq)))}
-    pos_b = {w: i for i, w in reversed(list(enumerate(pb.seq)))}
-    words = [w for w in pa.order if w in shared and w in pos_a and w in pos_b]
+    first_a = {w: i for i, w in reversed(list(enumerate(pa.seq)))}
+    first_b = {w: i for i, w in reversed(list(enumerate(pb.seq)))}
+    last_a = {w: i for i, w in enumerate(pa.seq)}
+    last_b = {w: i for i, w in enumerate(pb.seq)}
+    words = [w for w in pa.order if w in shared and w in first_a and w in first_b]
+    # First mentions, then last ones: "In `a and b`, is a evaluated before b?" differs only in its second.
+    for pos_a, pos_b in ((first_a, first_b), (last_a, last_b)):
+        swap = _swap_in(pa, pb, shared, words, pos_a, pos_b)
+        if swap is not None:
+            return swap
+    return None
+
+
+def _swap_in(pa: Parsed, pb: Parsed, shared: set, words: list, pos_a: dict, pos_b: dict) -> Optional[tuple[str, str, str]]:
     for i, x in enumerate(words):
         for y in words[i + 1:]:
             (ax, ay), (bx, by) = (pos_a[x], pos_a[y]), (pos_b[x], pos_b[y])
@@ -334,6 +355,9 @@ def _swapped_across(pa: Parsed, pb: Parsed, shared: set) -> Optional[tuple[str, 
             pivots = set(between_a) & set(between_b) & (DIRECTIONAL | shared)
             if pivots:
                 return x, y, sorted(pivots)[0]
+            da, db = set(between_a) & DIRECTIONAL, set(between_b) & DIRECTIONAL
+            if da and db:  # a relation both ways, in other words: the code point of a character / a character for it
+                return x, y, f"{sorted(da)[0]}/{sorted(db)[0]}"
     return None
 
 
@@ -535,7 +559,7 @@ def compare(a: str, b: str, vocab: Optional[Vocabulary], max_weight: float,
             if _opposite(x, y):
                 return Difference("antonym", (x, y), 0.0)
     shared = (set(pa.words) & set(pb.words)) | (pa.identifiers & pb.identifiers) | (pa.units & pb.units)
-    if [w for w in pa.order if w in shared] != [w for w in pb.order if w in shared] and not _moved_clause(pa, pb, shared):
+    if not _moved_clause(pa, pb, shared):
         swap = _swapped_across(pa, pb, shared)
         if swap is not None:  # arterioles than venules / venules than arterioles
             return Difference("order", swap, 0.0)
