@@ -39,7 +39,9 @@ def on_files(files, config):
 
 MAX_ROWS = 400  # a page lists at most this many values; the JSON (linked) holds the rest
 # Files whose name says nothing of the benchmark that wrote them.
-WRITTEN_BY = {"index_vs_raw": "python -m bench.index_estimate --docs 400 --repeats 5"}
+PAIRS = "python -m bench.cache --pairs bench/data/cache_pairs_tune.jsonl,bench/data/cache_pairs_test.jsonl"
+WRITTEN_BY = {"index_vs_raw": "python -m bench.index_estimate --docs 400 --repeats 5",
+              "cache_pairs": PAIRS, "cache_pairs_first_heldout": PAIRS}
 
 
 def bench_command(stem: str, data: Any) -> str:
