@@ -14,7 +14,8 @@ query id of the miss whose answer it served (:meth:`QueryState.cache_record`).
   never guessed.
 - **Own cost**: the dollars of the cache's own stages (the lookup, its verifications, which run
   inside it, and the cache_write stages), over every query that met the cache.
-- **False hits**: a served semantic hit that was verified is right by construction; one served
+- **False hits**: a served semantic hit that was verified is counted right (a fresh retrieval confirmed its
+  answer's basis; that is not proof it is the same question, so the expected cost is a lower bound); one served
   unverified is checked only through the *sampled* checks (``verify_share``), which re-run
   retrieval for hits that would otherwise have been served unverified. Their wrong share, with its
   Wilson interval, estimates the false-hit rate of unverified hits. The expected false hits are
