@@ -148,7 +148,7 @@ def _stem(word: str) -> str:
 # only ask ("can you tell me", "walk me through", "what's the point of", "under what circumstances"). Removed before
 # the words are compared; nothing in them is content.
 _FRAME = re.compile(
-    r"^\s*(?:(?:hi|hey|hello|yo|um+|uh+|so|ok(?:ay)?|quick (?:question|q)|question)\b[\s,:!.-]*)+"
+    r"^\s*(?:(?:hi|hey|hello|yo|um+|uh+|so|ok(?:ay)?|quick (?:question|q)|question)(?=[\s,:!.]|$)[\s,:!.]*)+"
     r"|(?:[\s,.!?]+(?:thanks|thank you|thx|ty|pls|plz|please|lol|cheers|right)[\s.!?]*)+$"
     r"|^\s*(?:is there (?:any )?evidence that|is it true that|does the evidence show that|"
     r"(?:tell me|can you check|check) (?:whether|if))\b"

@@ -248,6 +248,7 @@ class TestFramesAndLinks:
          "If class B inherits from class A, is B the superclass of A?", "order"),
         ("What is a floating point literal?", "What is the point of a literal?", "content"),  # "point" outside the frame
         ("Can you tell me when __exit__ is called?", "When is __enter__ called?", "identifier"),
+        ("Hi-C maps chromatin contacts in yeast.", "C maps chromatin contacts in yeast.", "identifier"),  # no greeting
     ])
     def test_what_a_frame_wraps_is_still_compared(self, a, b, family):
         assert compare(a, b, None, 1.0).family == family
