@@ -15,3 +15,10 @@ def truncate(vectors: np.ndarray, dim: int | None) -> np.ndarray:
     norms[norms == 0] = 1.0
     out /= norms
     return out
+
+
+def query_vectors(embedder, texts: list[str], dim: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Queries embedded as a query stage does it: ``(vectors at dim, full vectors)`` (the model's query side,
+    ``embed_queries``, where it has one)."""
+    full = np.asarray(embedder.embed_queries(texts) if hasattr(embedder, "embed_queries") else embedder.embed(texts))
+    return truncate(full, dim), full

@@ -350,11 +350,10 @@ class Cache(Stage):
         if h.params.correct_typos and vocab is not None and vector is not None:
             fixed, fixes = vocab.correct(s.text)
             if fixes:
-                from ragcost.embed.reduce import truncate
+                from ragcost.embed.reduce import query_vectors
 
-                emb = self.ctx.embedder
-                full = np.asarray(emb.embed_queries([fixed]) if hasattr(emb, "embed_queries") else emb.embed([fixed]))
-                text, vector = fixed, np.asarray(truncate(full, self.ctx.dim)[0], np.float32)
+                vecs, full = query_vectors(self.ctx.embedder, [fixed], self.ctx.dim)
+                text, vector = fixed, vecs[0]
                 self._full[id(s)] = full[0] if len(vector) < full.shape[1] else None
                 s.cache_trip["corrected"] = [list(f) for f in fixes]
         self._lookups[id(s)] = (text, vector)

@@ -8,7 +8,7 @@ part (``python -m bench.embed_split``)."""
 from __future__ import annotations
 
 from ragcost.records import UsageRecord
-from ragcost.embed.reduce import truncate
+from ragcost.embed.reduce import query_vectors
 from ragcost.records import QueryState
 from ragcost.stages.base import Stage
 
@@ -39,8 +39,7 @@ class EmbedQueries(Stage):
             usage.work = {s.id: n + c for s, n in zip(batch, read)}
             usage.query_tokens = {s.id: n for s, n in zip(batch, read)}
         usage.cached_input_tokens = 0  # a local model has no prompt cache: known zero, not unknown
-        full = emb.embed_queries(texts) if hasattr(emb, "embed_queries") else emb.embed(texts)
-        vecs = truncate(full, self.ctx.dim)
+        vecs, full = query_vectors(emb, texts, self.ctx.dim)
         for s, v in zip(batch, vecs):
             s.vector = v
         truncated = vecs.shape[1] < full.shape[1]
